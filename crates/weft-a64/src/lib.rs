@@ -1,0 +1,1 @@
+//! weft-a64 (being written).

@@ -1,0 +1,1 @@
+//! weft-jitmem (being written).

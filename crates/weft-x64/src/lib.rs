@@ -1,0 +1,1 @@
+//! weft-x64 (being written).
