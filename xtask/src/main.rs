@@ -4,6 +4,10 @@
 
 use std::process::ExitCode;
 
+mod bench_elementwise;
+mod check_encodings;
+mod exhaustive;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
@@ -16,6 +20,9 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             Ok(())
         }
+        "check-encodings" => check_encodings::run(rest),
+        "exhaustive" => exhaustive::run(rest),
+        "bench" => bench_elementwise::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     let _ = rest;
@@ -31,4 +38,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command> [args]
 
 commands:
-  help                 this text";
+  help                 this text
+  check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
+  exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
+  bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median";

@@ -11,9 +11,7 @@ use crate::Isa;
 /// The discriminant is the feature's bit in [`Features`] and part of the
 /// [`Fingerprint`](crate::Fingerprint) encoding: it never changes, and new
 /// features are only ever appended.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum Feature {
     /// x86 SSE2 (baseline on x86-64).

@@ -34,10 +34,15 @@ pub struct Fingerprint(pub u64);
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-struct Fnv1a64(u64);
+/// FNV-1a 64 state (public in the crate for the test vectors).
+pub(crate) struct Fnv1a64(pub(crate) u64);
 
 impl Fnv1a64 {
-    fn bytes(&mut self, bytes: &[u8]) {
+    pub(crate) fn new() -> Fnv1a64 {
+        Fnv1a64(FNV_OFFSET_BASIS)
+    }
+
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
         for &byte in bytes {
             self.0 ^= u64::from(byte);
             self.0 = self.0.wrapping_mul(FNV_PRIME);
@@ -65,7 +70,7 @@ impl Fnv1a64 {
 impl Fingerprint {
     /// The fingerprint of `host` (the same as [`Host::fingerprint`]).
     pub fn of(host: &Host) -> Fingerprint {
-        let mut h = Fnv1a64(FNV_OFFSET_BASIS);
+        let mut h = Fnv1a64::new();
         h.bytes(b"weft-host/1");
         h.bytes(&[match host.isa {
             Isa::X86_64 => 0,

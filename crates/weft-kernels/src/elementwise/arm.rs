@@ -1,0 +1,564 @@
+//! The elementwise arms: exp and erf in CLIF, compiled through weft-managed.
+//!
+//! Shape of every arm (`extern "C" fn(*const ElementwiseArgs)`):
+//!
+//! - vector loop, 4 elements a step: two 64-bit loads, each widened
+//!   (`fvpromote_low`) to f64x2; the algorithm of `reference.rs`
+//!   instantiated on f64x2 lanes; narrowed (`fvdemote`) and stored as two
+//!   64-bit stores. For exp, the rounding test's two ends are narrowed too;
+//!   if any lane of the 4 fails it, those 4 elements are recomputed by the
+//!   scalar loop (so the vector results of a failing step are overwritten).
+//! - scalar loop: one element a step, the same algorithm on scalar f64, and
+//!   for exp the double-double slow path and the exact rounding decision
+//!   inline (no calls). It serves the tail and the failing vector steps.
+//!
+//! The table is read through `ElementwiseArgs::table`, so the code has no
+//! relocations.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, Endianness, Function, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use weft_kernel::{
+    ArithmeticContract, Contract, Family, FmaUse, Geometry, Host, Isa, Kernel, LoopTrip,
+    MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal, Site,
+};
+use weft_managed::{Arch, ArmCode, ManagedError, Target};
+
+use super::reference::{self, Lanes};
+use super::{table, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
+
+/// [`Lanes`] over Cranelift values: scalar `f64`/`i64` or `f64x2`/`i64x2`.
+struct Clif<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    vector: bool,
+    table: Value,
+}
+
+impl Clif<'_, '_> {
+    fn fty(&self) -> Type {
+        if self.vector {
+            types::F64X2
+        } else {
+            types::F64
+        }
+    }
+    fn ity(&self) -> Type {
+        if self.vector {
+            types::I64X2
+        } else {
+            types::I64
+        }
+    }
+    fn le() -> MemFlagsData {
+        MemFlagsData::new().with_endianness(Endianness::Little)
+    }
+    fn load_entry(&mut self, base: usize, j: Value) -> Value {
+        let off = self.b.ins().ishl_imm_u(j, 3);
+        let addr = self.b.ins().iadd(self.table, off);
+        let disp = i32::try_from(base * 8).unwrap_or(i32::MAX);
+        self.b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), addr, disp)
+    }
+}
+
+impl Lanes for Clif<'_, '_> {
+    type F = Value;
+    type I = Value;
+    fn c(&mut self, v: f64) -> Value {
+        let s = self.b.ins().f64const(v);
+        if self.vector {
+            self.b.ins().splat(types::F64X2, s)
+        } else {
+            s
+        }
+    }
+    fn ic(&mut self, v: i64) -> Value {
+        let s = self.b.ins().iconst(types::I64, v);
+        if self.vector {
+            self.b.ins().splat(types::I64X2, s)
+        } else {
+            s
+        }
+    }
+    fn add(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().fadd(a, b)
+    }
+    fn sub(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().fsub(a, b)
+    }
+    fn mul(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().fmul(a, b)
+    }
+    fn fmin(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().fmin(a, b)
+    }
+    fn fmax(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().fmax(a, b)
+    }
+    fn abs(&mut self, a: Value) -> Value {
+        self.b.ins().fabs(a)
+    }
+    fn bits(&mut self, a: Value) -> Value {
+        let t = self.ity();
+        self.b.ins().bitcast(t, Self::le(), a)
+    }
+    fn from_bits(&mut self, a: Value) -> Value {
+        let t = self.fty();
+        self.b.ins().bitcast(t, Self::le(), a)
+    }
+    fn iadd(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().iadd(a, b)
+    }
+    fn band(&mut self, a: Value, m: i64) -> Value {
+        let m = self.ic(m);
+        self.b.ins().band(a, m)
+    }
+    fn shl(&mut self, a: Value, s: u8) -> Value {
+        self.b.ins().ishl_imm_u(a, i64::from(s))
+    }
+    fn ushr(&mut self, a: Value, s: u8) -> Value {
+        self.b.ins().ushr_imm_u(a, i64::from(s))
+    }
+    fn floor(&mut self, a: Value) -> Value {
+        self.b.ins().floor(a)
+    }
+    fn select_lt(&mut self, a: Value, b: Value, t: Value, e: Value) -> Value {
+        let m = self.b.ins().fcmp(FloatCC::LessThan, a, b);
+        if self.vector {
+            let m = self.b.ins().bitcast(types::F64X2, Self::le(), m);
+            self.b.ins().bitselect(m, t, e)
+        } else {
+            self.b.ins().select(m, t, e)
+        }
+    }
+    fn tab(&mut self, base: usize, j: Value) -> Value {
+        if self.vector {
+            let j0 = self.b.ins().extractlane(j, 0);
+            let j1 = self.b.ins().extractlane(j, 1);
+            let v0 = self.load_entry(base, j0);
+            let v1 = self.load_entry(base, j1);
+            let v = self.b.ins().splat(types::I64X2, v0);
+            self.b.ins().insertlane(v, v1, 1)
+        } else {
+            self.load_entry(base, j)
+        }
+    }
+}
+
+/// Per-element memory flags: little-endian, f32-aligned at most, may not
+/// trap (the contract guarantees `len` readable/writable elements).
+fn elem_flags() -> MemFlagsData {
+    let mut f = MemFlagsData::new();
+    f.set_notrap();
+    f
+}
+
+/// The scalar rounding decision of [`reference::round_dd_to_f32`] in CLIF.
+fn round_dd_clif(b: &mut FunctionBuilder<'_>, hi: Value, lo: Value, rel: f64) -> Value {
+    let le = MemFlagsData::new().with_endianness(Endianness::Little);
+    let f = b.ins().fdemote(types::F32, hi);
+    let fb = b.ins().bitcast(types::I32, le, f);
+    let upb = b.ins().iadd_imm_s(fb, 1);
+    let downb = b.ins().iadd_imm_s(fb, -1);
+    let upf = b.ins().bitcast(types::F32, le, upb);
+    let downf = b.ins().bitcast(types::F32, le, downb);
+    let up = b.ins().fpromote(types::F64, upf);
+    let two128 = b.ins().f64const(2f64.powi(128));
+    let is_max = b.ins().icmp_imm_s(IntCC::Equal, fb, 0x7f7f_ffff);
+    let up = b.ins().select(is_max, two128, up);
+    let down = b.ins().fpromote(types::F64, downf);
+    let fv = b.ins().fpromote(types::F64, f);
+    let half = b.ins().f64const(0.5);
+    let mu = b.ins().fadd(fv, up);
+    let mu = b.ins().fmul(mu, half);
+    let md = b.ins().fadd(fv, down);
+    let md = b.ins().fmul(md, half);
+    let relc = b.ins().f64const(rel);
+    let err = b.ins().fmul(relc, hi);
+    let nerr = b.ins().fneg(err);
+    let bu = b.ins().fsub(hi, mu);
+    let bu = b.ins().fadd(bu, lo);
+    let bd = b.ins().fsub(hi, md);
+    let bd = b.ins().fadd(bd, lo);
+    let c_down = b.ins().fcmp(FloatCC::LessThan, bd, nerr);
+    let r = b.ins().select(c_down, downf, f);
+    let c_und = b.ins().fcmp(FloatCC::GreaterThanOrEqual, bu, nerr);
+    let r = b.ins().select(c_und, f, r);
+    let c_up = b.ins().fcmp(FloatCC::GreaterThan, bu, err);
+    b.ins().select(c_up, upf, r)
+}
+
+/// Build the CLIF function of the `func` arm for `target`.
+pub fn build_function(target: &Target, func: Func) -> Function {
+    let mut f = target.leaf_function(&format!("elementwise_{}_arm", func.name()));
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut f, &mut fctx);
+    let ptr = target.pointer_type();
+    let trusted = MemFlagsData::trusted();
+    let ef = elem_flags();
+    let le = MemFlagsData::new().with_endianness(Endianness::Little);
+
+    let entry = b.create_block();
+    let vhead = b.create_block();
+    let vbody = b.create_block();
+    let shead = b.create_block();
+    let sbody = b.create_block();
+    let sdone = b.create_block();
+    let exit = b.create_block();
+    b.append_block_param(vhead, ptr);
+    b.append_block_param(vbody, ptr);
+    b.append_block_param(shead, ptr);
+    b.append_block_param(shead, ptr);
+    b.append_block_param(sbody, ptr);
+    b.append_block_param(sbody, ptr);
+    b.append_block_param(sdone, ptr);
+
+    // entry: read the args.
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let args = b.block_params(entry)[0];
+    let input = b.ins().load(ptr, trusted, args, 0);
+    let output = b.ins().load(ptr, trusted, args, 8);
+    let len = b.ins().load(ptr, trusted, args, 16);
+    let tablep = b.ins().load(ptr, trusted, args, 24);
+    let zero = b.ins().iconst(ptr, 0);
+    b.ins().jump(vhead, &[zero.into()]);
+
+    // vhead(i): a whole vector step left?
+    b.switch_to_block(vhead);
+    let i = b.block_params(vhead)[0];
+    let i4 = b.ins().iadd_imm_s(i, 4);
+    let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, i4, len);
+    b.ins()
+        .brif(fits, vbody, &[i.into()], shead, &[i.into(), len.into()]);
+
+    // vbody(i): 4 elements as two f64x2 halves.
+    b.switch_to_block(vbody);
+    let i = b.block_params(vbody)[0];
+    let off = b.ins().ishl_imm_u(i, 2);
+    let src = b.ins().iadd(input, off);
+    let dst = b.ins().iadd(output, off);
+    let mut bad: Option<Value> = None;
+    let mut outs = [zero; 2];
+    for (h, out) in outs.iter_mut().enumerate() {
+        let disp = (h * 8) as i32;
+        let w = b.ins().load(types::I64, ef, src, disp);
+        let w = b.ins().scalar_to_vector(types::I64X2, w);
+        let x4 = b.ins().bitcast(types::F32X4, le, w);
+        let x = b.ins().fvpromote_low(x4);
+        let mut l = Clif {
+            b: &mut b,
+            vector: true,
+            table: tablep,
+        };
+        let y = match func {
+            Func::Exp => {
+                let y = reference::exp_fast(&mut l, x);
+                let (lo, hi) = reference::exp_fast_interval(&mut l, y);
+                let dlo = l.b.ins().fvdemote(lo);
+                let dhi = l.b.ins().fvdemote(hi);
+                let ilo = l.b.ins().bitcast(types::I64X2, le, dlo);
+                let ihi = l.b.ins().bitcast(types::I64X2, le, dhi);
+                let d = l.b.ins().bxor(ilo, ihi);
+                bad = Some(match bad {
+                    None => d,
+                    Some(p) => l.b.ins().bor(p, d),
+                });
+                dlo
+            }
+            Func::Erf => {
+                let y = reference::erf_eval(&mut l, x);
+                l.b.ins().fvdemote(y)
+            }
+        };
+        let yi = b.ins().bitcast(types::I64X2, le, y);
+        *out = b.ins().extractlane(yi, 0);
+    }
+    b.ins().store(ef, outs[0], dst, 0);
+    b.ins().store(ef, outs[1], dst, 8);
+    let next = b.ins().iadd_imm_s(i, 4);
+    match bad {
+        Some(bad) => {
+            let any = b.ins().vany_true(bad);
+            b.ins()
+                .brif(any, shead, &[i.into(), next.into()], vhead, &[next.into()]);
+        }
+        None => {
+            b.ins().jump(vhead, &[next.into()]);
+        }
+    }
+
+    // shead(j, end): scalar elements j..end.
+    b.switch_to_block(shead);
+    let j = b.block_params(shead)[0];
+    let end = b.block_params(shead)[1];
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, j, end);
+    b.ins()
+        .brif(more, sbody, &[j.into(), end.into()], sdone, &[end.into()]);
+
+    // sdone(end): finished, or back to the vector loop.
+    b.switch_to_block(sdone);
+    let end = b.block_params(sdone)[0];
+    let all = b.ins().icmp(IntCC::Equal, end, len);
+    b.ins().brif(all, exit, &[], vhead, &[end.into()]);
+
+    // sbody(j, end): one element, full algorithm.
+    b.switch_to_block(sbody);
+    let j = b.block_params(sbody)[0];
+    let end = b.block_params(sbody)[1];
+    let off = b.ins().ishl_imm_u(j, 2);
+    let src = b.ins().iadd(input, off);
+    let dst = b.ins().iadd(output, off);
+    let x32 = b.ins().load(types::F32, ef, src, 0);
+    let x = b.ins().fpromote(types::F64, x32);
+    let j1 = b.ins().iadd_imm_s(j, 1);
+    match func {
+        Func::Exp => {
+            let slow = b.create_block();
+            let fast_ok = b.create_block();
+            let mut l = Clif {
+                b: &mut b,
+                vector: false,
+                table: tablep,
+            };
+            let y = reference::exp_fast(&mut l, x);
+            let (lo, hi) = reference::exp_fast_interval(&mut l, y);
+            let flo = b.ins().fdemote(types::F32, lo);
+            let fhi = b.ins().fdemote(types::F32, hi);
+            let blo = b.ins().bitcast(types::I32, le, flo);
+            let bhi = b.ins().bitcast(types::I32, le, fhi);
+            let same = b.ins().icmp(IntCC::Equal, blo, bhi);
+            b.ins().brif(same, fast_ok, &[], slow, &[]);
+
+            b.switch_to_block(fast_ok);
+            b.ins().store(ef, flo, dst, 0);
+            b.ins().jump(shead, &[j1.into(), end.into()]);
+            b.seal_block(fast_ok);
+
+            b.switch_to_block(slow);
+            let mut l = Clif {
+                b: &mut b,
+                vector: false,
+                table: tablep,
+            };
+            let d = reference::exp_slow(&mut l, x);
+            let r = round_dd_clif(&mut b, d.hi, d.lo, table::EXP_SLOW_ERR);
+            b.ins().store(ef, r, dst, 0);
+            b.ins().jump(shead, &[j1.into(), end.into()]);
+            b.seal_block(slow);
+        }
+        Func::Erf => {
+            let mut l = Clif {
+                b: &mut b,
+                vector: false,
+                table: tablep,
+            };
+            let y = reference::erf_eval(&mut l, x);
+            let r = b.ins().fdemote(types::F32, y);
+            b.ins().store(ef, r, dst, 0);
+            b.ins().jump(shead, &[j1.into(), end.into()]);
+        }
+    }
+
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(target.frontend_config());
+    f
+}
+
+/// Compile the `func` arm for `target` (host or, for inspection, the other ISA).
+pub fn compile(target: &Target, func: Func) -> Result<ArmCode, ManagedError> {
+    target.compile(build_function(target, func))
+}
+
+/// The exp and erf arms as weft-kernel [`weft_kernel::Arm`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementwiseArm {
+    func: Func,
+}
+
+impl ElementwiseArm {
+    /// The arm of `func`.
+    pub const fn new(func: Func) -> Self {
+        Self { func }
+    }
+
+    /// The function it computes.
+    pub fn func(&self) -> Func {
+        self.func
+    }
+}
+
+fn to_arch(isa: Isa) -> Option<Arch> {
+    match isa {
+        Isa::X86_64 => Some(Arch::X86_64),
+        Isa::Aarch64 => Some(Arch::Aarch64),
+        Isa::Other => None,
+    }
+}
+
+fn host_isa() -> Isa {
+    match Arch::host() {
+        Some(Arch::X86_64) => Isa::X86_64,
+        Some(Arch::Aarch64) => Isa::Aarch64,
+        None => Isa::Other,
+    }
+}
+
+fn compile_refusal(e: ManagedError) -> Refusal {
+    Refusal::CompileError {
+        message: e.to_string(),
+    }
+}
+
+/// The contract every elementwise offer carries.
+pub fn contract(func: Func, len: u64) -> Contract {
+    Contract {
+        family: format!("elementwise.{}", func.name()),
+        geometry: Geometry::new().with("len", len),
+        args: "ElementwiseArgs".to_string(),
+        arithmetic: ArithmeticContract {
+            accumulator_lanes: 1,
+            reduction: ReductionOrder::None,
+            fma: FmaUse::Never,
+            nan: NanRule::ByClass,
+            notes: "correctly rounded f32 results; steps in weft_kernels::elementwise".to_string(),
+        },
+    }
+}
+
+impl weft_kernel::Arm for ElementwiseArm {
+    fn name(&self) -> &'static str {
+        match self.func {
+            Func::Exp => "exp.arm.f32x4",
+            Func::Erf => "erf.arm.f32x4",
+        }
+    }
+
+    fn family(&self) -> Family {
+        match self.func {
+            Func::Exp => Family("elementwise.exp"),
+            Func::Erf => Family("elementwise.erf"),
+        }
+    }
+
+    fn offer(&self, site: &Site, _host: &Host) -> Result<Offer, Refusal> {
+        let len = site.geometry.require("len")?;
+        Ok(Offer {
+            contract: contract(self.func, len),
+            packed: Vec::new(),
+            views: Some(MemberViews {
+                axis: "len".to_string(),
+                extent: len,
+                granule: 4,
+            }),
+            loops: vec![
+                LoopTrip {
+                    name: "vector".to_string(),
+                    trips: len / 4,
+                    depth: 0,
+                },
+                LoopTrip {
+                    name: "tail".to_string(),
+                    trips: len % 4,
+                    depth: 0,
+                },
+            ],
+            flops: len * 30,
+            bytes_moved: len * 8,
+        })
+    }
+
+    fn build(&self, _offer: &Offer, isa: Isa) -> Result<NativeCode, Refusal> {
+        let arch = to_arch(isa).ok_or(Refusal::CompileError {
+            message: "no Cranelift backend for this ISA".to_string(),
+        })?;
+        let target = if Arch::host() == Some(arch) {
+            Target::host()
+        } else {
+            Target::baseline(arch)
+        }
+        .map_err(compile_refusal)?;
+        let code = compile(&target, self.func).map_err(compile_refusal)?;
+        Ok(NativeCode {
+            isa,
+            bytes: code.bytes,
+            listing: code.listing,
+            loops: Vec::new(),
+        })
+    }
+}
+
+/// A placed elementwise kernel (arm or twin) with a safe slice interface.
+pub struct ElementwiseKernel {
+    kernel: Kernel<ElementwiseArgs>,
+}
+
+impl std::fmt::Debug for ElementwiseKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kernel.fmt(f)
+    }
+}
+
+impl ElementwiseKernel {
+    /// Place `code` (which must be an elementwise body for the host).
+    ///
+    /// # Safety
+    ///
+    /// `code` must honour the elementwise leaf ABI: read `len` f32s at
+    /// `input`, write `len` f32s at `output`, read only `ELEMENTWISE_TABLE`
+    /// through `table`, return normally.
+    pub unsafe fn from_native(code: &NativeCode) -> Result<Self, Refusal> {
+        let host = host_isa();
+        if code.isa != host {
+            return Err(Refusal::WrongIsa {
+                wanted: code.isa,
+                host,
+            });
+        }
+        let placed = code.place()?;
+        // SAFETY: the caller promises an elementwise leaf body at offset 0.
+        let kernel = unsafe { Kernel::from_placed(placed, 0)? };
+        Ok(Self { kernel })
+    }
+
+    /// Compile the host arm of `func` and place it.
+    pub fn arm(func: Func) -> Result<Self, Refusal> {
+        let host = host_isa();
+        let code = weft_kernel::Arm::build(&ElementwiseArm::new(func), &dummy_offer(func), host)?;
+        // SAFETY: the arm's CLIF (above) reads `len` f32s from `input`,
+        // writes `len` f32s to `output`, reads the table, and returns.
+        unsafe { Self::from_native(&code) }
+    }
+
+    /// `output[i] = f(input[i])`; the slices must have equal lengths.
+    pub fn run(&self, input: &[f32], output: &mut [f32]) -> Result<(), Refusal> {
+        let args = ElementwiseArgs::new(input, output)?;
+        self.kernel.call(&args);
+        Ok(())
+    }
+
+    /// In place: `data[i] = f(data[i])`.
+    pub fn run_in_place(&self, data: &mut [f32]) {
+        let args = ElementwiseArgs {
+            input: data.as_ptr(),
+            output: data.as_mut_ptr(),
+            len: data.len(),
+            table: ELEMENTWISE_TABLE.as_ptr(),
+        };
+        self.kernel.call(&args);
+    }
+}
+
+fn dummy_offer(func: Func) -> Offer {
+    Offer {
+        contract: contract(func, 0),
+        packed: Vec::new(),
+        views: None,
+        loops: Vec::new(),
+        flops: 0,
+        bytes_moved: 0,
+    }
+}

@@ -1,0 +1,268 @@
+use super::reference::{erf_f32, exp_f32, exp_f32_path, Path};
+use super::*;
+
+/// A cheap oracle for tests: f64 libm result, trusted only where the
+/// ±2^-48 interval around it rounds to one f32 (otherwise skipped).
+fn oracle(f: fn(f64) -> f64, x: f32) -> Option<f32> {
+    let y = f(f64::from(x));
+    if y.is_nan() {
+        return Some(f32::NAN);
+    }
+    let e = y.abs() * 2f64.powi(-48);
+    let (a, b) = ((y - e) as f32, (y + e) as f32);
+    (a.to_bits() == b.to_bits()).then_some(a)
+}
+
+fn same(a: f32, b: f32) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}
+
+/// Inputs that hunt for differences: specials, boundaries, subnormals, and
+/// a deterministic spread over all bit patterns.
+pub(crate) fn hunting_inputs() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        f32::MAX,
+        f32::MIN,
+        1.0,
+        -1.0,
+        88.72283,
+        88.722_84,
+        88.7228,
+        -87.33654,
+        -103.972_08,
+        -103.972_09,
+        -104.0,
+        -149.0,
+        -150.5,
+        100.5,
+        0.4375,
+        -0.4375,
+        3.919_205_7,
+        3.919_206,
+        0.5,
+        2.0,
+    ];
+    for b in [
+        0x42b1_7217u32,
+        0x42b1_7218,
+        0xc2cf_f1b4,
+        0xc2cf_f1b5,
+        0x407a_d444,
+        0x407a_d445,
+        0x3ee0_0000,
+        0x3edf_ffff,
+    ] {
+        for d in 0..3u32 {
+            v.push(f32::from_bits(b.wrapping_add(d)));
+            v.push(f32::from_bits(b.wrapping_sub(d)));
+            v.push(-f32::from_bits(b.wrapping_add(d)));
+        }
+    }
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..4000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.push(f32::from_bits((s >> 32) as u32));
+        // and dense in the interesting ranges
+        v.push(((s & 0xffff) as f32 / 65536.0 - 0.5) * 220.0);
+        v.push(((s >> 16 & 0xffff) as f32 / 65536.0 - 0.5) * 9.0);
+    }
+    v
+}
+
+#[test]
+fn exp_specials() {
+    assert_eq!(exp_f32(0.0).to_bits(), 1f32.to_bits());
+    assert_eq!(exp_f32(-0.0).to_bits(), 1f32.to_bits());
+    assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+    assert_eq!(exp_f32(f32::NEG_INFINITY).to_bits(), 0);
+    assert!(exp_f32(f32::NAN).is_nan());
+    assert_eq!(exp_f32(89.0), f32::INFINITY);
+    assert_eq!(exp_f32(-104.0).to_bits(), 0);
+    assert_eq!(exp_f32(f32::from_bits(0x42b1_7217)).to_bits(), 0x7f7f_ff84);
+    // smallest subnormal region
+    assert_eq!(exp_f32(-103.0).to_bits(), 1);
+}
+
+#[test]
+fn exp_matches_oracle_on_samples() {
+    let mut slow = 0;
+    for x in hunting_inputs() {
+        let (y, path) = exp_f32_path(x);
+        assert_ne!(path, Path::Undecided, "x={x:e}");
+        slow += usize::from(path == Path::Slow);
+        if let Some(o) = oracle(f64::exp, x) {
+            assert!(
+                same(y, o),
+                "exp({x:e} = {:#x}) = {y:e}, oracle {o:e}",
+                x.to_bits()
+            );
+        }
+    }
+    assert!(slow < 20, "slow path taken {slow} times");
+}
+
+#[test]
+fn erf_specials() {
+    assert_eq!(erf_f32(0.0).to_bits(), 0);
+    assert_eq!(erf_f32(-0.0).to_bits(), 0x8000_0000);
+    assert_eq!(erf_f32(f32::INFINITY), 1.0);
+    assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
+    assert!(erf_f32(f32::NAN).is_nan());
+    assert_eq!(erf_f32(4.0), 1.0);
+    assert!(erf_f32(3.9) < 1.0);
+    // tiny: erf(x) ≈ 2x/sqrt(pi)
+    assert_eq!(erf_f32(f32::from_bits(1)).to_bits(), 1);
+}
+
+#[test]
+fn erf_matches_oracle_on_samples() {
+    extern "C" {
+        fn erf(x: f64) -> f64;
+    }
+    fn libm_erf(x: f64) -> f64 {
+        // SAFETY: libm's erf is a pure function of its argument.
+        unsafe { erf(x) }
+    }
+    for x in hunting_inputs() {
+        if let Some(o) = oracle(libm_erf, x) {
+            let y = erf_f32(x);
+            assert!(
+                same(y, o),
+                "erf({x:e} = {:#x}) = {y:e}, oracle {o:e}",
+                x.to_bits()
+            );
+        }
+    }
+}
+
+#[test]
+fn table_is_consistent() {
+    for j in 0..64 {
+        let t = f64::from_bits(table::EXP_T_HI[j]);
+        let want = (j as f64 / 64.0).exp2();
+        assert!((t - want).abs() <= want * 2f64.powi(-52), "j={j}");
+        let adj = ELEMENTWISE_TABLE[table::EXP_TAB_HI_ADJ + j];
+        assert_eq!(adj.wrapping_add((j as u64) << 46), table::EXP_T_HI[j]);
+    }
+    let l = f64::from_bits(table::EXP_L_HI);
+    assert_eq!(l.to_bits().trailing_zeros(), 14);
+    assert!((l + f64::from_bits(table::EXP_L_LO) - std::f64::consts::LN_2 / 64.0).abs() < 1e-30);
+    assert_eq!(table::ERF_Z_MAX as f32, f32::from_bits(0x407a_d444));
+    assert_eq!(table::EXP_FAST_ERR, 2f64.powi(-51));
+    assert_eq!(table::EXP_SLOW_ERR, 2f64.powi(-90));
+}
+
+mod arm_tests {
+    use super::super::arm::{compile, ElementwiseKernel};
+    use super::*;
+    use weft_managed::{Arch, Target};
+
+    fn check(k: &ElementwiseKernel, f: Func, xs: &[f32]) {
+        let mut out = vec![0f32; xs.len()];
+        k.run(xs, &mut out).expect("run");
+        for (x, y) in xs.iter().zip(&out) {
+            let r = f.reference()(*x);
+            assert!(
+                same(*y, r),
+                "{}({x:e} = {:#010x}): arm {:#010x}, reference {:#010x}",
+                f.name(),
+                x.to_bits(),
+                y.to_bits(),
+                r.to_bits()
+            );
+        }
+    }
+
+    #[test]
+    fn arms_match_reference_on_hunting_inputs() {
+        let xs = hunting_inputs();
+        for f in Func::ALL {
+            let k = ElementwiseKernel::arm(f).expect("arm");
+            check(&k, f, &xs);
+        }
+    }
+
+    #[test]
+    fn arm_exp_slow_path_lanes() {
+        // Inputs whose fast-path test fails (found by the reference), put
+        // in every lane position of a vector step.
+        let mut hard = Vec::new();
+        let mut b = 0x3f80_0000u32;
+        while hard.len() < 3 && b < 0x42b0_0000 {
+            let x = f32::from_bits(b);
+            if reference::exp_f32_path(x).1 == reference::Path::Slow {
+                hard.push(x);
+            }
+            b += 997;
+        }
+        assert_eq!(hard.len(), 3, "slow-path inputs found: {hard:?}");
+        let k = ElementwiseKernel::arm(Func::Exp).expect("arm");
+        for &h in &hard {
+            for pos in 0..8 {
+                let mut xs: Vec<f32> = (0..8).map(|i| i as f32 * 0.37 - 1.0).collect();
+                xs[pos] = h;
+                check(&k, Func::Exp, &xs);
+            }
+        }
+    }
+
+    #[test]
+    fn arms_every_length_and_alignment() {
+        let pool: Vec<f32> = hunting_inputs().into_iter().take(64).collect();
+        for f in Func::ALL {
+            let k = ElementwiseKernel::arm(f).expect("arm");
+            for start in 0..4 {
+                for n in 0..=16 {
+                    let xs = &pool[start..start + n];
+                    let mut out = vec![-7.0f32; n + 6];
+                    k.run(xs, &mut out[start + 1..start + 1 + n]).expect("run");
+                    for (i, x) in xs.iter().enumerate() {
+                        assert!(same(out[start + 1 + i], f.reference()(*x)));
+                    }
+                    // nothing written outside
+                    assert!(out[..start + 1].iter().all(|v| *v == -7.0));
+                    assert!(out[start + 1 + n..].iter().all(|v| *v == -7.0));
+                }
+            }
+            let mut data: Vec<f32> = pool.clone();
+            k.run_in_place(&mut data);
+            for (x, y) in pool.iter().zip(&data) {
+                assert!(same(*y, f.reference()(*x)));
+            }
+        }
+    }
+
+    #[test]
+    fn arms_cross_compile_for_the_other_isa() {
+        let host = Arch::host().expect("supported host");
+        let target = Target::baseline(host.other()).expect("target");
+        for f in Func::ALL {
+            match compile(&target, f) {
+                Ok(code) => assert!(!code.bytes.is_empty()),
+                // x64 baseline (no SSE4.1) has no vector floor for erf:
+                // a named error, not a crash.
+                Err(e) => assert!(host.other() == Arch::X86_64 && f == Func::Erf, "{f:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_lengths_are_refused() {
+        let k = ElementwiseKernel::arm(Func::Exp).expect("arm");
+        let mut out = [0f32; 3];
+        let e = k.run(&[1.0, 2.0], &mut out).unwrap_err();
+        assert_eq!(e.name(), "bad-operand");
+    }
+}

@@ -1,0 +1,458 @@
+//! Twin versus arm, bit for bit, on inputs built to find differences.
+//!
+//! One job: decide whether a [`Twin`]'s body may be offered in place of the
+//! arm it mirrors. [`validate`] checks the host (ISA, CPU features), emits the
+//! twin, places both bodies, runs both on every case a family's
+//! [`Validation`] builds, and compares the outputs bit for bit (NaNs by class
+//! where the contract's [`NanRule`] says so). The answer is an [`Outcome`]:
+//! accepted with a [`Verdict`], or refused with a named [`Refusal`]
+//! (`mismatch` with the first differing index, its input and both bit
+//! patterns; `missing-feature`; `wrong-isa`; `probe-failed`/`place-failed`;
+//! `emit-error`). [`EmitMode`] reads `WEFT_NATIVE_EMIT` and turns an outcome
+//! into the caller's decision: on (a refused twin is simply not offered), off
+//! (no twin is emitted at all) or strict (a mismatch or emit error stops the
+//! compile with that refusal as the error).
+//!
+//! Invariants:
+//!
+//! - **Nothing panics on bad input.** A twin whose `emit` panics is refused
+//!   with `emit-error`; empty bodies, foreign ISAs and missing features are
+//!   refused by name before any code runs.
+//! - **The arm is the truth.** Outputs are compared element by element in
+//!   the order the family returns them; the first difference is reported,
+//!   with the arm's bits and the twin's bits, never a tolerance.
+//! - **Deterministic.** Cases come from the family and a seed (the crate's
+//!   [`SplitMix64`] generator); the same seed gives the same cases, so a
+//!   refusal can be reproduced.
+//! - **Family-agnostic.** This crate knows no family: a family implements
+//!   [`Validation`] (or uses the ready-made [`UnaryF32`] for `f32 -> f32`
+//!   elementwise functions) and says which argument struct its kernels take.
+//!
+//! The one promise `unsafe` rests on is the leaf ABI: a [`Validation`]
+//! implementation says which `#[repr(C)]` struct its kernels take, the
+//! offer's contract must name that same struct (checked), and Weft's arms and
+//! twins for a contract honour the leaf ABI for its struct.
+
+mod inputs;
+mod mode;
+mod unary;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use weft_kernel::{require_features, Host, Kernel, NanRule, NativeCode, Offer, Refusal, Twin};
+
+pub use inputs::{
+    align_up_elements, f32_neighbours, f32_special_values, f32_step, f32_subnormals, SplitMix64,
+    CANARY_F32, GUARD_ELEMENTS,
+};
+pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
+pub use unary::{UnaryCase, UnaryF32, UnaryF32Inputs};
+
+/// The element type of a kernel's outputs, which decides what "a NaN" is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Element {
+    /// IEEE binary16, in the low 16 bits.
+    F16,
+    /// bfloat16, in the low 16 bits.
+    Bf16,
+    /// IEEE binary32, in the low 32 bits.
+    F32,
+    /// IEEE binary64.
+    F64,
+    /// An integer (or any non-float word): always compared by bits.
+    Int,
+}
+
+impl Element {
+    /// Whether `bits` encode a NaN of this element type (never, for [`Element::Int`]).
+    pub fn is_nan(self, bits: u64) -> bool {
+        match self {
+            Element::F16 => bits & 0x7c00 == 0x7c00 && bits & 0x03ff != 0,
+            Element::Bf16 => bits & 0x7f80 == 0x7f80 && bits & 0x007f != 0,
+            Element::F32 => f32::from_bits(bits as u32).is_nan(),
+            Element::F64 => f64::from_bits(bits).is_nan(),
+            Element::Int => false,
+        }
+    }
+
+    /// Whether `arm` and `twin` count as the same output under `rule`.
+    pub fn same(self, rule: NanRule, arm: u64, twin: u64) -> bool {
+        arm == twin || (rule == NanRule::ByClass && self.is_nan(arm) && self.is_nan(twin))
+    }
+}
+
+/// What one run of a kernel on one case produced, as raw words.
+///
+/// A family decides what belongs here (the output elements, and for example
+/// guard words around them that must stay untouched) and explains any index
+/// through [`Validation::describe_input`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outputs {
+    /// The element type of every word.
+    pub element: Element,
+    /// The words, zero-extended to 64 bits.
+    pub bits: Vec<u64>,
+}
+
+impl Outputs {
+    /// Outputs from `f32` words.
+    pub fn from_f32(values: impl IntoIterator<Item = f32>) -> Self {
+        Self {
+            element: Element::F32,
+            bits: values.into_iter().map(|v| u64::from(v.to_bits())).collect(),
+        }
+    }
+
+    /// The first index at which `twin` differs from `self` (the arm) under
+    /// `rule`; a length difference counts as a difference at the shorter
+    /// length (the missing side's bits are reported as 0).
+    pub fn first_difference(&self, twin: &Outputs, rule: NanRule) -> Option<(usize, u64, u64)> {
+        let common = self.bits.len().min(twin.bits.len());
+        for i in 0..common {
+            let (a, t) = (self.bits[i], twin.bits[i]);
+            if !self.element.same(rule, a, t) {
+                return Some((i, a, t));
+            }
+        }
+        if self.bits.len() != twin.bits.len() {
+            let a = self.bits.get(common).copied().unwrap_or(0);
+            let t = twin.bits.get(common).copied().unwrap_or(0);
+            return Some((common, a, t));
+        }
+        None
+    }
+}
+
+/// How a family validates its twins: which argument struct its kernels
+/// take, which cases hunt for differences, how one case runs.
+///
+/// # Safety
+///
+/// Implementing this trait promises that [`Validation::Args`] is the
+/// `#[repr(C)]` argument struct of contracts whose `args` field equals
+/// [`Validation::args_name`], and that [`Validation::run`] only calls a
+/// kernel with an `Args` whose pointers are valid for the extents it names
+/// (for as long as the call lasts). [`validate`] relies on this, together
+/// with the leaf-ABI promise of Weft's arms and twins, to wrap their placed
+/// bytes as [`Kernel<Self::Args>`].
+pub unsafe trait Validation {
+    /// The `#[repr(C)]` argument struct the family's kernels take.
+    type Args;
+    /// One test case (inputs plus whatever layout it exercises).
+    type Case;
+
+    /// The name the offer's [`weft_kernel::Contract::args`] must carry.
+    fn args_name(&self) -> &str;
+
+    /// The cases for `offer`, deterministic in `seed`.
+    fn cases(&self, offer: &Offer, seed: u64) -> Vec<Self::Case>;
+
+    /// Run `kernel` once on `case` and collect what it produced.
+    fn run(&self, kernel: &Kernel<Self::Args>, case: &Self::Case) -> Result<Outputs, Refusal>;
+
+    /// The input behind output word `index` of `case`, rendered for a
+    /// [`Refusal::Mismatch`].
+    fn describe_input(&self, case: &Self::Case, index: usize) -> String;
+}
+
+/// What an accepted twin was checked on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The twin's candidate name.
+    pub twin: &'static str,
+    /// The arm it mirrors.
+    pub arm: &'static str,
+    /// Cases run.
+    pub cases: usize,
+    /// Output words compared, over every case.
+    pub words: usize,
+    /// The seed the cases were built from.
+    pub seed: u64,
+}
+
+/// The result of validating one twin: accepted, or refused with a name.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Outcome {
+    /// The twin matched its arm on every case.
+    Accepted(Verdict),
+    /// The twin must not be offered, and why.
+    Refused(Refusal),
+}
+
+/// Whether `refusal` says the twin itself is wrong (its output differs from
+/// the arm's, or it could not emit its body) rather than that this host or
+/// this mode cannot use it. Strict mode turns exactly these into errors.
+pub fn is_twin_fault(refusal: &Refusal) -> bool {
+    matches!(
+        refusal,
+        Refusal::Mismatch { .. } | Refusal::EmitError { .. }
+    )
+}
+
+impl Outcome {
+    /// Whether the twin was accepted.
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, Outcome::Accepted(_))
+    }
+
+    /// The verdict, if accepted.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            Outcome::Accepted(v) => Some(v),
+            Outcome::Refused(_) => None,
+        }
+    }
+
+    /// The refusal, if refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Outcome::Accepted(_) => None,
+            Outcome::Refused(r) => Some(r),
+        }
+    }
+
+    /// The verdict, or the refusal as an error (whatever its kind).
+    pub fn into_result(self) -> Result<Verdict, Refusal> {
+        match self {
+            Outcome::Accepted(v) => Ok(v),
+            Outcome::Refused(r) => Err(r),
+        }
+    }
+
+    /// Strict mode: a refusal that names a twin fault ([`is_twin_fault`]:
+    /// `mismatch`, `emit-error`) becomes the error that stops the compile;
+    /// anything else (accepted, or refused because of the host) is returned
+    /// unchanged for the caller to act on as in on mode.
+    pub fn into_strict(self) -> Result<Outcome, Refusal> {
+        match self {
+            Outcome::Refused(r) if is_twin_fault(&r) => Err(r),
+            other => Ok(other),
+        }
+    }
+
+    /// The outcome as `mode` wants it: unchanged when on, through
+    /// [`Outcome::into_strict`] when strict, and refused with
+    /// `native-emit-off` when off.
+    pub fn under(self, mode: EmitMode) -> Result<Outcome, Refusal> {
+        match mode {
+            EmitMode::On => Ok(self),
+            EmitMode::Strict => self.into_strict(),
+            EmitMode::Off => Ok(Outcome::Refused(Refusal::NativeEmitOff)),
+        }
+    }
+}
+
+/// [`validate`] under `mode`: when off, nothing is emitted, placed or run
+/// (the kill switch) and the outcome is `native-emit-off`; when strict, a
+/// twin fault is the error; when on, every refusal is an [`Outcome::Refused`].
+pub fn validate_in<V: Validation>(
+    mode: EmitMode,
+    twin: &dyn Twin,
+    arm_code: &NativeCode,
+    offer: &Offer,
+    host: &Host,
+    v: &V,
+    seed: u64,
+) -> Result<Outcome, Refusal> {
+    if mode == EmitMode::Off {
+        return Ok(Outcome::Refused(Refusal::NativeEmitOff));
+    }
+    validate(twin, arm_code, offer, host, v, seed).under(mode)
+}
+
+/// Validate `twin` against `arm_code` (the body of the arm it mirrors, built
+/// for `offer`) on `host`, with the cases `v` builds from `seed`.
+///
+/// In order: the twin's ISA and the arm's ISA must be the host's
+/// (`wrong-isa`); the host must have every feature the twin requires
+/// (`missing-feature`, naming the first one absent); the offer's contract
+/// must name `v`'s argument struct (`bad-operand`); the twin must emit a
+/// non-empty body (`emit-error`, also for a panic inside `emit`); the
+/// executable-memory probe must pass (`probe-failed`) and both bodies must
+/// place (`place-failed`); then every case runs on
+/// the arm and on the twin, and the first differing word is a `mismatch`.
+pub fn validate<V: Validation>(
+    twin: &dyn Twin,
+    arm_code: &NativeCode,
+    offer: &Offer,
+    host: &Host,
+    v: &V,
+    seed: u64,
+) -> Outcome {
+    match run_validation(twin, arm_code, offer, host, v, seed) {
+        Ok(verdict) => Outcome::Accepted(verdict),
+        Err(refusal) => Outcome::Refused(refusal),
+    }
+}
+
+fn run_validation<V: Validation>(
+    twin: &dyn Twin,
+    arm_code: &NativeCode,
+    offer: &Offer,
+    host: &Host,
+    v: &V,
+    seed: u64,
+) -> Result<Verdict, Refusal> {
+    if twin.isa() != host.isa {
+        return Err(Refusal::WrongIsa {
+            wanted: twin.isa(),
+            host: host.isa,
+        });
+    }
+    require_features(host, twin.requires())?;
+    if arm_code.isa != host.isa {
+        return Err(Refusal::WrongIsa {
+            wanted: arm_code.isa,
+            host: host.isa,
+        });
+    }
+    if offer.contract.args != v.args_name() {
+        return Err(Refusal::BadOperand {
+            operand: "args".to_owned(),
+            reason: format!(
+                "the contract takes `{}`, the validation runs `{}`",
+                offer.contract.args,
+                v.args_name()
+            ),
+        });
+    }
+    let twin_code = emit_contained(twin, offer)?;
+    if twin_code.isa != host.isa {
+        return Err(Refusal::WrongIsa {
+            wanted: twin_code.isa,
+            host: host.isa,
+        });
+    }
+    if arm_code.bytes.is_empty() {
+        return Err(Refusal::CompileError {
+            message: format!("the body of arm {} is empty", twin.arm()),
+        });
+    }
+    // Probe first so that a host without executable memory is named as such.
+    weft_jitmem::probe().map_err(|e| Refusal::ProbeFailed {
+        cause: e.to_string(),
+    })?;
+    let arm_kernel = place::<V::Args>(arm_code)?;
+    let twin_kernel = place::<V::Args>(&twin_code)?;
+
+    let cases = v.cases(offer, seed);
+    let rule = offer.contract.arithmetic.nan;
+    let mut words = 0usize;
+    for case in &cases {
+        let want = v.run(&arm_kernel, case)?;
+        let got = v.run(&twin_kernel, case)?;
+        if let Some((index, arm_bits, twin_bits)) = want.first_difference(&got, rule) {
+            return Err(Refusal::Mismatch {
+                index,
+                input: v.describe_input(case, index),
+                arm_bits,
+                twin_bits,
+            });
+        }
+        words += want.bits.len();
+    }
+    Ok(Verdict {
+        twin: twin.name(),
+        arm: twin.arm(),
+        cases: cases.len(),
+        words,
+        seed,
+    })
+}
+
+/// `twin.emit(offer)`, with a panic inside it turned into `emit-error` and an
+/// empty body refused.
+fn emit_contained(twin: &dyn Twin, offer: &Offer) -> Result<NativeCode, Refusal> {
+    let code = match catch_unwind(AssertUnwindSafe(|| twin.emit(offer))) {
+        Ok(result) => result?,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            return Err(Refusal::EmitError {
+                message: format!("{} panicked while emitting: {what}", twin.name()),
+            });
+        }
+    };
+    if code.bytes.is_empty() {
+        return Err(Refusal::EmitError {
+            message: format!("{} emitted an empty body", twin.name()),
+        });
+    }
+    Ok(code)
+}
+
+/// Place `code` and wrap it as a kernel taking `A`.
+fn place<A>(code: &NativeCode) -> Result<Kernel<A>, Refusal> {
+    let placed = code.place()?;
+    // SAFETY: `A` is the argument struct the offer's contract names (checked
+    // by the caller against `Validation::args_name`, whose implementation
+    // promises the match), and Weft's arm and twin bodies for that contract
+    // honour the leaf ABI for it; the entry is offset 0 of a body.
+    unsafe { Kernel::from_placed(placed, 0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nan_rule_by_class_ignores_payload_and_sign() {
+        let q = u64::from(0x7fc0_0000u32);
+        let s = u64::from(0xff80_0001u32);
+        assert!(Element::F32.same(NanRule::ByClass, q, s));
+        assert!(!Element::F32.same(NanRule::ByBits, q, s));
+        assert!(!Element::F32.same(NanRule::ByClass, q, 0x7f80_0000));
+        assert!(!Element::Int.same(NanRule::ByClass, q, s));
+        assert!(Element::F16.is_nan(0x7e00) && !Element::F16.is_nan(0x7c00));
+        assert!(Element::Bf16.is_nan(0xffc1) && !Element::Bf16.is_nan(0xff80));
+    }
+
+    #[test]
+    fn first_difference_reports_index_and_both_words() {
+        let arm = Outputs::from_f32([1.0, 2.0, 3.0]);
+        let twin = Outputs::from_f32([1.0, 2.5, 3.5]);
+        assert_eq!(
+            arm.first_difference(&twin, NanRule::ByBits),
+            Some((1, 0x4000_0000, 0x4020_0000))
+        );
+        let short = Outputs::from_f32([1.0, 2.0]);
+        assert_eq!(
+            arm.first_difference(&short, NanRule::ByBits),
+            Some((2, 0x4040_0000, 0))
+        );
+        assert_eq!(arm.first_difference(&arm.clone(), NanRule::ByBits), None);
+    }
+
+    #[test]
+    fn strict_turns_only_twin_faults_into_errors() {
+        let mismatch = Refusal::Mismatch {
+            index: 1,
+            input: "x".into(),
+            arm_bits: 0,
+            twin_bits: 1,
+        };
+        let missing = Refusal::MissingFeature {
+            feature: "avx2".into(),
+        };
+        assert_eq!(
+            Outcome::Refused(mismatch.clone()).into_strict(),
+            Err(mismatch.clone())
+        );
+        assert_eq!(
+            Outcome::Refused(missing.clone()).into_strict(),
+            Ok(Outcome::Refused(missing.clone()))
+        );
+        assert_eq!(
+            Outcome::Refused(mismatch.clone()).under(EmitMode::On),
+            Ok(Outcome::Refused(mismatch.clone()))
+        );
+        assert_eq!(
+            Outcome::Refused(mismatch).under(EmitMode::Off),
+            Ok(Outcome::Refused(Refusal::NativeEmitOff))
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! weft-validate end to end: tiny hand-emitted x64 bodies for a toy family
+//! (`out[i] = in[i] * in[i]`), placed and run for real.
+//!
+//! The arm is a scalar `mulss` loop; the right twin is an AVX `vmulps` loop
+//! with a scalar tail; the wrong twins copy the input, or write one element
+//! past the end.
+
+#![cfg(target_arch = "x86_64")]
+
+use iced_x86::code_asm::*;
+use weft_kernel::{
+    ArithmeticContract, Contract, Feature, FmaUse, Geometry, Host, Isa, NanRule, NativeCode, Offer,
+    ReductionOrder, Refusal, Twin,
+};
+use weft_validate::{
+    validate, validate_in, EmitMode, Outcome, UnaryF32, UnaryF32Inputs, Validation,
+};
+
+/// The toy family's argument struct.
+#[repr(C)]
+struct UnaryArgs {
+    input: *const f32,
+    output: *mut f32,
+    len: usize,
+}
+
+const ARGS: &str = "test.UnaryArgs";
+
+fn offer() -> Offer {
+    Offer {
+        contract: Contract {
+            family: "test.square".into(),
+            geometry: Geometry::new(),
+            args: ARGS.into(),
+            arithmetic: ArithmeticContract {
+                accumulator_lanes: 1,
+                reduction: ReductionOrder::None,
+                fma: FmaUse::Never,
+                nan: NanRule::ByClass,
+                notes: "out[i] = in[i] * in[i], one rounding".into(),
+            },
+        },
+        packed: Vec::new(),
+        views: None,
+        loops: Vec::new(),
+        flops: 0,
+        bytes_moved: 0,
+    }
+}
+
+fn validation() -> impl Validation<Args = UnaryArgs> {
+    let inputs = UnaryF32Inputs::new(8)
+        .with_boundaries(&[1.0, 1.844_674_4e19])
+        .with_range(-4.0, 4.0);
+    // SAFETY: `UnaryArgs` is the struct `test.UnaryArgs` and describes
+    // exactly the two slices it is built from.
+    unsafe {
+        UnaryF32::new(ARGS, inputs, |i: &[f32], o: &mut [f32]| UnaryArgs {
+            input: i.as_ptr(),
+            output: o.as_mut_ptr(),
+            len: i.len().min(o.len()),
+        })
+    }
+}
+
+/// The register the leaf ABI's one argument arrives in.
+fn arg_reg() -> AsmRegister64 {
+    if cfg!(windows) {
+        rcx
+    } else {
+        rdi
+    }
+}
+
+/// How a toy body computes each element.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Scalar `mulss` loop (the arm).
+    ScalarSquare,
+    /// AVX `vmulps` over 8 lanes, then a scalar tail (the right twin).
+    VectorSquare,
+    /// Copies the input: `in[i] * 1` (a wrong twin).
+    Copy,
+    /// Scalar square, but one element too many (a wrong twin).
+    Overrun,
+}
+
+fn emit(body: Body) -> Result<Vec<u8>, IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    let p = arg_reg();
+    a.mov(rax, qword_ptr(p))?;
+    a.mov(rdx, qword_ptr(p + 8))?;
+    a.mov(r8, qword_ptr(p + 16))?;
+    if body == Body::Overrun {
+        a.inc(r8)?;
+    }
+    let mut done = a.create_label();
+    if body == Body::VectorSquare {
+        let mut tail = a.create_label();
+        let mut vec = a.create_label();
+        a.cmp(r8, 8)?;
+        a.jb(tail)?;
+        a.set_label(&mut vec)?;
+        a.vmovups(ymm0, ymmword_ptr(rax))?;
+        a.vmulps(ymm0, ymm0, ymm0)?;
+        a.vmovups(ymmword_ptr(rdx), ymm0)?;
+        a.add(rax, 32)?;
+        a.add(rdx, 32)?;
+        a.sub(r8, 8)?;
+        a.cmp(r8, 8)?;
+        a.jae(vec)?;
+        a.set_label(&mut tail)?;
+    }
+    let mut scalar = a.create_label();
+    a.test(r8, r8)?;
+    a.jz(done)?;
+    a.set_label(&mut scalar)?;
+    a.movss(xmm0, dword_ptr(rax))?;
+    if body != Body::Copy {
+        a.mulss(xmm0, xmm0)?;
+    }
+    a.movss(dword_ptr(rdx), xmm0)?;
+    a.add(rax, 4)?;
+    a.add(rdx, 4)?;
+    a.dec(r8)?;
+    a.jnz(scalar)?;
+    a.set_label(&mut done)?;
+    if body == Body::VectorSquare {
+        a.vzeroupper()?;
+    }
+    a.ret()?;
+    a.assemble(0)
+}
+
+fn code(body: Body) -> NativeCode {
+    NativeCode {
+        isa: Isa::X86_64,
+        bytes: emit(body).expect("toy body assembles"),
+        listing: String::new(),
+        loops: Vec::new(),
+    }
+}
+
+struct ToyTwin {
+    name: &'static str,
+    body: Option<Body>,
+    requires: &'static [Feature],
+}
+
+impl Twin for ToyTwin {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn arm(&self) -> &'static str {
+        "square.arm.scalar"
+    }
+    fn isa(&self) -> Isa {
+        Isa::X86_64
+    }
+    fn requires(&self) -> &'static [Feature] {
+        self.requires
+    }
+    fn emit(&self, _offer: &Offer) -> Result<NativeCode, Refusal> {
+        match self.body {
+            Some(b) => Ok(code(b)),
+            None => panic!("this twin cannot emit"),
+        }
+    }
+}
+
+const RIGHT: ToyTwin = ToyTwin {
+    name: "square.twin.avx",
+    body: Some(Body::VectorSquare),
+    requires: &[Feature::Avx],
+};
+const COPY: ToyTwin = ToyTwin {
+    name: "square.twin.copy",
+    body: Some(Body::Copy),
+    requires: &[],
+};
+const OVERRUN: ToyTwin = ToyTwin {
+    name: "square.twin.overrun",
+    body: Some(Body::Overrun),
+    requires: &[],
+};
+
+fn host() -> Host {
+    weft_kernel::Host::detect()
+}
+
+#[test]
+fn a_right_twin_is_accepted() {
+    let host = host();
+    if !host.has(Feature::Avx) {
+        eprintln!("skipped: this host lacks avx");
+        return;
+    }
+    let outcome = validate(
+        &RIGHT,
+        &code(Body::ScalarSquare),
+        &offer(),
+        &host,
+        &validation(),
+        1,
+    );
+    let verdict = outcome.into_result().expect("accepted");
+    assert_eq!(verdict.twin, "square.twin.avx");
+    assert_eq!(verdict.arm, "square.arm.scalar");
+    assert_eq!(verdict.cases, 4 + 17 * 4);
+    assert!(verdict.words > 4 * 8000, "{verdict:?}");
+}
+
+#[test]
+fn a_wrong_twin_is_refused_with_the_first_mismatch() {
+    let outcome = validate(
+        &COPY,
+        &code(Body::ScalarSquare),
+        &offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    // The pool starts with +0 (0*0 = +0 = the copy), then -0: the arm squares
+    // it to +0, the copy keeps -0.
+    match outcome {
+        Outcome::Refused(Refusal::Mismatch {
+            index,
+            input,
+            arm_bits,
+            twin_bits,
+        }) => {
+            assert_eq!(index, 1);
+            assert_eq!(arm_bits, 0x0000_0000);
+            assert_eq!(twin_bits, 0x8000_0000);
+            assert!(input.starts_with("in[1] = 0x80000000"), "{input}");
+            assert!(input.contains("start +0"), "{input}");
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_twin_writing_past_the_end_is_refused() {
+    let outcome = validate(
+        &OVERRUN,
+        &code(Body::ScalarSquare),
+        &offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    let refusal = outcome.refusal().expect("refused").clone();
+    assert_eq!(refusal.name(), "mismatch");
+    let Refusal::Mismatch {
+        input, twin_bits, ..
+    } = refusal
+    else {
+        unreachable!()
+    };
+    assert!(input.starts_with("guard word 1 after the end"), "{input}");
+    assert_ne!(twin_bits, u64::from(weft_validate::CANARY_F32));
+}
+
+#[test]
+fn a_missing_feature_is_refused_by_name() {
+    let mut host = host();
+    host.features.remove(Feature::Avx);
+    let outcome = validate(
+        &RIGHT,
+        &code(Body::ScalarSquare),
+        &offer(),
+        &host,
+        &validation(),
+        1,
+    );
+    assert_eq!(
+        outcome,
+        Outcome::Refused(Refusal::MissingFeature {
+            feature: "avx".into()
+        })
+    );
+    assert_eq!(
+        outcome.refusal().map(Refusal::name),
+        Some("missing-feature")
+    );
+}
+
+#[test]
+fn strict_mode_turns_a_mismatch_into_the_error() {
+    let arm = code(Body::ScalarSquare);
+    let (offer, host, v) = (offer(), host(), validation());
+    let strict = validate_in(EmitMode::Strict, &COPY, &arm, &offer, &host, &v, 1);
+    let err = strict.expect_err("strict stops on a mismatch");
+    assert_eq!(err.name(), "mismatch");
+    assert!(err.to_string().starts_with("mismatch: at index 1"), "{err}");
+    // On: the same mismatch is a refusal, not an error.
+    let on = validate_in(EmitMode::On, &COPY, &arm, &offer, &host, &v, 1).expect("not an error");
+    assert_eq!(on.refusal().map(Refusal::name), Some("mismatch"));
+    // Off: nothing is emitted (this twin would panic) and the twin is not offered.
+    let panicking = ToyTwin {
+        name: "square.twin.panics",
+        body: None,
+        requires: &[],
+    };
+    let off = validate_in(EmitMode::Off, &panicking, &arm, &offer, &host, &v, 1);
+    assert_eq!(off, Ok(Outcome::Refused(Refusal::NativeEmitOff)));
+}
+
+#[test]
+fn a_panicking_emit_is_an_emit_error() {
+    let panicking = ToyTwin {
+        name: "square.twin.panics",
+        body: None,
+        requires: &[],
+    };
+    let outcome = validate(
+        &panicking,
+        &code(Body::ScalarSquare),
+        &offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    let r = outcome.refusal().expect("refused");
+    assert_eq!(r.name(), "emit-error");
+    assert!(r.to_string().contains("this twin cannot emit"), "{r}");
+    // Strict mode makes an emit error the compile's error too.
+    assert!(outcome.into_strict().is_err());
+}
+
+#[test]
+fn a_contract_for_another_struct_is_refused_before_running() {
+    let mut offer = offer();
+    offer.contract.args = "other.Args".into();
+    let outcome = validate(
+        &RIGHT,
+        &code(Body::ScalarSquare),
+        &offer,
+        &host(),
+        &validation(),
+        1,
+    );
+    assert_eq!(outcome.refusal().map(Refusal::name), Some("bad-operand"));
+}
+
+#[test]
+fn an_arm_for_another_isa_is_refused() {
+    let mut arm = code(Body::ScalarSquare);
+    arm.isa = Isa::Aarch64;
+    let outcome = validate(&COPY, &arm, &offer(), &host(), &validation(), 1);
+    assert_eq!(outcome.refusal().map(Refusal::name), Some("wrong-isa"));
+}
