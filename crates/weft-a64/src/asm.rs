@@ -28,13 +28,13 @@ macro_rules! mnemonics {
 mnemonics! {
     add/"add"(d, n, m); sub/"sub"(d, n, m); adds/"adds"(d, n, m); subs/"subs"(d, n, m);
     and/"and"(d, n, m); orr/"orr"(d, n, m); eor/"eor"(d, n, m); ands/"ands"(d, n, m); bic/"bic"(d, n, m);
-    movz/"movz"(d, i); movk/"movk"(d, i, sh); movn/"movn"(d, i);
-    lslv/"lsl"(d, n, m); lsr/"lsr"(d, n, m); asr/"asr"(d, n, m);
+    movz/"movz"(d, i, sh); movk/"movk"(d, i, sh); movn/"movn"(d, i, sh);
+    lsl/"lsl"(d, n, m); lsr/"lsr"(d, n, m); asr/"asr"(d, n, m);
     madd/"madd"(d, n, m, a); msub/"msub"(d, n, m, a); udiv/"udiv"(d, n, m); sdiv/"sdiv"(d, n, m);
     csel/"csel"(d, n, m, c); csinc/"csinc"(d, n, m, c);
     b/"b"(t); bl/"bl"(t); cbz/"cbz"(r, t); cbnz/"cbnz"(r, t); tbz/"tbz"(r, bit, t); tbnz/"tbnz"(r, bit, t);
     br/"br"(r); blr/"blr"(r); adr/"adr"(d, t); brk/"brk"(i); dsb/"dsb"(o);
-    ldr/"ldr"(t, m); str/"str"(t, m); ldur/"ldur"(t, m); stur/"stur"(t, m);
+    ldur/"ldur"(t, m); stur/"stur"(t, m);
     ldrb/"ldrb"(t, m); strb/"strb"(t, m); ldrh/"ldrh"(t, m); strh/"strh"(t, m);
     ldp/"ldp"(t, t2, m); stp/"stp"(t, t2, m); prfm/"prfm"(op, m);
     ld1/"ld1"(list, m); st1/"st1"(list, m); ld1r/"ld1r"(list, m);
@@ -50,7 +50,7 @@ mnemonics! {
     scvtf/"scvtf"(d, n); ucvtf/"ucvtf"(d, n); fcvt/"fcvt"(d, n);
     fmadd/"fmadd"(d, n, m, a); fmsub/"fmsub"(d, n, m, a);
     fcmgt/"fcmgt"(d, n, m); fcmge/"fcmge"(d, n, m); fcmeq/"fcmeq"(d, n, m);
-    mul/"mul"(d, n, m); mla/"mla"(d, n, m); addp/"addp"(d, n, m); addv/"addv"(d, n);
+    mla/"mla"(d, n, m); addp/"addp"(d, n, m); addv/"addv"(d, n);
     saddlp/"saddlp"(d, n); saddlv/"saddlv"(d, n);
     smull/"smull"(d, n, m); smull2/"smull2"(d, n, m); smlal/"smlal"(d, n, m); smlal2/"smlal2"(d, n, m);
     sshll/"sshll"(d, n, s); ushll/"ushll"(d, n, s); sshll2/"sshll2"(d, n, s); ushll2/"ushll2"(d, n, s);
@@ -63,7 +63,10 @@ mnemonics! {
     sdot/"sdot"(d, n, m); udot/"udot"(d, n, m); usdot/"usdot"(d, n, m);
     smmla/"smmla"(d, n, m); ummla/"ummla"(d, n, m); usmmla/"usmmla"(d, n, m);
     bfdot/"bfdot"(d, n, m); bfmmla/"bfmmla"(d, n, m);
-    abs/"abs"(d, n); neg_v/"neg"(d, n); cnt/"cnt"(d, n);
+    abs/"abs"(d, n); cnt/"cnt"(d, n); smov/"smov"(d, n); mvni/"mvni"(d, i);
+    sxtw/"sxtw"(d, n); sxth/"sxth"(d, n); sxtb/"sxtb"(d, n); uxth/"uxth"(d, n); uxtb/"uxtb"(d, n);
+    csinv/"csinv"(d, n, m, c); csneg/"csneg"(d, n, m, c); smaxv/"smaxv"(d, n); sminv/"sminv"(d, n);
+    umaxv/"umaxv"(d, n); uminv/"uminv"(d, n); sqxtun/"sqxtun"(d, n); uqxtn/"uqxtn"(d, n);
 }
 
 impl Assembler {
@@ -144,8 +147,7 @@ impl Assembler {
 
     /// `cmp n, m|#imm` (SUBS to the zero register).
     pub fn cmp(&mut self, n: Gpr, m: impl Into<Operand>) -> Result<(), EncodeError> {
-        let zr = if n.is_64() { XZR } else { WZR };
-        self.subs(zr, n, m)
+        self.subs(zr_like(n), n, m)
     }
 
     /// `mov`: register to register (ORR, or ADD #0 when SP is involved),
@@ -155,8 +157,9 @@ impl Assembler {
         self.emit(mov_inst(d.into(), n.into())?)
     }
 
-    /// `mul d, n, m`: MADD with a zero addend, or the vector MUL.
-    pub fn mul_any(
+    /// `mul d, n, m`: MADD with a zero addend for general registers, the
+    /// vector MUL otherwise.
+    pub fn mul(
         &mut self,
         d: impl Into<Operand>,
         n: impl Into<Operand>,
@@ -164,14 +167,87 @@ impl Assembler {
     ) -> Result<(), EncodeError> {
         let (d, n, m) = (d.into(), n.into(), m.into());
         match d {
-            Operand::Gpr(g) => self.madd(d, n, m, if g.is_64() { XZR } else { WZR }),
-            _ => self.mul(d, n, m),
+            Operand::Gpr(g) => self.madd(d, n, m, zr_like(g)),
+            _ => self.emit(Inst::with_mnemonic("mul", [d, n, m])?),
         }
     }
 
-    /// `lsl d, n, #sh` (UBFM) or `lsl d, n, m` (LSLV).
-    pub fn lsl(&mut self, d: Gpr, n: Gpr, by: impl Into<Operand>) -> Result<(), EncodeError> {
-        self.lslv(d, n, by)
+    /// `neg d, m`: SUB from the zero register, or the vector NEG.
+    pub fn neg(&mut self, d: impl Into<Operand>, m: impl Into<Operand>) -> Result<(), EncodeError> {
+        let (d, m) = (d.into(), m.into());
+        match d {
+            Operand::Gpr(g) => self.sub(d, zr_like(g), m),
+            _ => self.emit(Inst::with_mnemonic("neg", [d, m])?),
+        }
+    }
+
+    /// `cmn n, m|#imm` (ADDS to the zero register).
+    pub fn cmn(&mut self, n: Gpr, m: impl Into<Operand>) -> Result<(), EncodeError> {
+        self.adds(zr_like(n), n, m)
+    }
+
+    /// `tst n, m|#imm` (ANDS to the zero register).
+    pub fn tst(&mut self, n: Gpr, m: impl Into<Operand>) -> Result<(), EncodeError> {
+        self.ands(zr_like(n), n, m)
+    }
+
+    /// `cset d, cond` (CSINC d, zr, zr, !cond).
+    pub fn cset(&mut self, d: Gpr, cond: Cond) -> Result<(), EncodeError> {
+        let zr = zr_like(d);
+        self.csinc(d, zr, zr, cond.invert())
+    }
+
+    /// `sxtl d, n` (SSHLL #0): sign-extend each element to twice its width.
+    pub fn sxtl(
+        &mut self,
+        d: impl Into<Operand>,
+        n: impl Into<Operand>,
+    ) -> Result<(), EncodeError> {
+        self.sshll(d, n, 0)
+    }
+
+    /// `uxtl d, n` (USHLL #0): zero-extend each element to twice its width.
+    pub fn uxtl(
+        &mut self,
+        d: impl Into<Operand>,
+        n: impl Into<Operand>,
+    ) -> Result<(), EncodeError> {
+        self.ushll(d, n, 0)
+    }
+
+    /// `sxtl2 d, n` (SSHLL2 #0): the upper half, sign-extended.
+    pub fn sxtl2(
+        &mut self,
+        d: impl Into<Operand>,
+        n: impl Into<Operand>,
+    ) -> Result<(), EncodeError> {
+        self.sshll2(d, n, 0)
+    }
+
+    /// `uxtl2 d, n` (USHLL2 #0): the upper half, zero-extended.
+    pub fn uxtl2(
+        &mut self,
+        d: impl Into<Operand>,
+        n: impl Into<Operand>,
+    ) -> Result<(), EncodeError> {
+        self.ushll2(d, n, 0)
+    }
+
+    /// `ldr t, m`: unsigned-offset, pre/post-index, register-offset and
+    /// literal forms; a negative or unaligned offset falls back to LDUR.
+    pub fn ldr(&mut self, t: impl Into<Operand>, m: impl Into<Operand>) -> Result<(), EncodeError> {
+        let (t, m) = (t.into(), m.into());
+        let i = Inst::with_mnemonic("ldr", [t, m])
+            .or_else(|e| Inst::with_mnemonic("ldur", [t, m]).map_err(|_| e))?;
+        self.emit(i)
+    }
+
+    /// `str t, m`: like [`Assembler::ldr`], falling back to STUR.
+    pub fn str(&mut self, t: impl Into<Operand>, m: impl Into<Operand>) -> Result<(), EncodeError> {
+        let (t, m) = (t.into(), m.into());
+        let i = Inst::with_mnemonic("str", [t, m])
+            .or_else(|e| Inst::with_mnemonic("stur", [t, m]).map_err(|_| e))?;
+        self.emit(i)
     }
 
     /// The words, with every label fixup resolved.
@@ -210,6 +286,14 @@ impl Assembler {
             .iter()
             .flat_map(|w| w.to_le_bytes())
             .collect())
+    }
+}
+
+fn zr_like(g: Gpr) -> Gpr {
+    if g.is_64() {
+        XZR
+    } else {
+        WZR
     }
 }
 

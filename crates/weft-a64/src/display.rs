@@ -50,6 +50,11 @@ pub(crate) fn operand_text(form: &Form, slot: usize, ops: &[Operand]) -> String 
     let o = ops[slot];
     match (k, o) {
         (Kind::UHex(..), Operand::Imm(0)) => "#0".to_string(),
+        (Kind::LaneList(_), Operand::Elem(n, e, i)) => {
+            let v = Operand::Elem(n, e, i).to_string();
+            let (reg, lane) = v.split_once('[').unwrap_or((&v, ""));
+            format!("{{ {reg} }}[{lane}")
+        }
         (Kind::UHex(..), Operand::Imm(v)) => format!("#0x{v:x}"),
         (Kind::Bitmask(_), Operand::Imm(v)) => format!("#0x{:x}", v as u64),
         (Kind::OptLsl(..), Operand::Imm(0)) => String::new(),
@@ -223,7 +228,7 @@ fn alias_text(form: &Form, ops: &[Operand], t: &[String]) -> Option<String> {
         Alias::Tst => zr(0).then(|| plain("tst", &t[1..])),
         Alias::Mul => zr(3).then(|| plain("mul", &t[..3])),
         Alias::Mneg => zr(3).then(|| plain("mneg", &t[..3])),
-        Alias::Cinc => {
+        Alias::Cinc | Alias::Cinv | Alias::Cneg => {
             let c = match ops[3] {
                 Operand::Cond(c) => c,
                 _ => return None,
@@ -232,10 +237,14 @@ fn alias_text(form: &Form, ops: &[Operand], t: &[String]) -> Option<String> {
                 return None;
             }
             let inv = c.invert().name().to_string();
-            if zr(1) {
-                Some(plain("cset", &[t[0].clone(), inv]))
-            } else {
-                Some(plain("cinc", &[t[0].clone(), t[1].clone(), inv]))
+            let (one, set) = match form.alias {
+                Alias::Cinc => ("cinc", Some("cset")),
+                Alias::Cinv => ("cinv", Some("csetm")),
+                _ => ("cneg", None),
+            };
+            match set {
+                Some(set) if zr(1) => Some(plain(set, &[t[0].clone(), inv])),
+                _ => Some(plain(one, &[t[0].clone(), t[1].clone(), inv])),
             }
         }
         Alias::MovV => (ops[1] == ops[2]).then(|| plain("mov", &t[..2])),

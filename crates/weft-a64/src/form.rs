@@ -82,6 +82,9 @@ pub enum Kind {
     Elem(u8, Idx),
     /// List of `count` registers starting at lsb.
     List(u8, u8),
+    /// One-element list with a lane, `{ vT.s }[i]` (LD1/ST1 single structure):
+    /// Rt at lsb, index in Q:S:size (bits 30, 12, 10..=11).
+    LaneList(u8),
     /// Unsigned immediate field (lsb, width), printed in decimal.
     UImm(u8, u8),
     /// Unsigned immediate field (lsb, width), printed in hex.
@@ -180,6 +183,10 @@ pub enum Alias {
     Mneg,
     /// CSINC with equal sources: `cinc`/`cset`.
     Cinc,
+    /// CSINV with equal sources: `cinv`/`csetm`.
+    Cinv,
+    /// CSNEG with equal sources: `cneg`.
+    Cneg,
     /// ORR vector with equal sources: `mov`.
     MovV,
 }
@@ -223,6 +230,7 @@ fn bits_of(kind: Kind) -> u32 {
         | Kind::VFp(l)
         | Kind::V(l) => r(l),
         Kind::List(_, l) => r(l),
+        Kind::LaneList(l) => r(l) | (1 << 30) | (1 << 12) | (3 << 10),
         Kind::Elem(l, Idx::Hl) => r(l) | (1 << 11) | (1 << 21) | (31 << 16),
         Kind::Elem(l, Idx::Imm5) => r(l) | (31 << 16),
         Kind::Elem(l, Idx::Imm4) => r(l) | (15 << 11),
@@ -260,8 +268,14 @@ fn bits_of(kind: Kind) -> u32 {
 fn is_vectorish(k: Kind) -> bool {
     matches!(
         k,
-        Kind::V(_) | Kind::VFp(_) | Kind::Elem(..) | Kind::List(..)
+        Kind::V(_) | Kind::VFp(_) | Kind::Elem(..) | Kind::List(..) | Kind::LaneList(_)
     )
+}
+
+/// True for slots whose shape comes from the variant (vectors, variant-width
+/// scalars, elements, lists).
+pub fn is_shaped(k: Kind) -> bool {
+    is_vectorish(k)
 }
 
 impl Form {
@@ -326,6 +340,8 @@ impl Form {
                 (None, Kind::OptLsl(..)) => Operand::Imm(0),
                 (None, Kind::Shift(..)) => Operand::Shift(ShiftKind::Lsl, 0),
                 (None, Kind::XLr(_)) => Operand::Gpr(Gpr::X(30)),
+                (None, Kind::Ext(true)) => Operand::Extend(Extend::Uxtx, 0),
+                (None, Kind::Ext(false)) => Operand::Extend(Extend::Uxtw, 0),
                 (None, _) => {
                     return Err(EncodeError::OperandCount {
                         form: self.name,
@@ -424,7 +440,7 @@ fn class_check(form: &Form, slot: usize, k: Kind, o: &Operand) -> Result<(), Enc
         (Kind::Fp(w, _), Operand::Fp(v, _)) => w == *v,
         (Kind::VFp(_), Operand::Fp(..)) => true,
         (Kind::V(_), Operand::V(..)) => true,
-        (Kind::Elem(..), Operand::Elem(..)) => true,
+        (Kind::Elem(..) | Kind::LaneList(_), Operand::Elem(..)) => true,
         (Kind::List(c, _), Operand::List(_, n, _)) => c == *n,
         (Kind::ExtRm(sf), Operand::Gpr(g)) => {
             matches!(g, Gpr::X(_) | Gpr::Xzr | Gpr::W(_) | Gpr::Wzr) && (sf || !g.is_64())
@@ -475,6 +491,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::VFp(_) => "scalar SIMD&FP register",
         Kind::V(_) => "vector register with arrangement",
         Kind::Elem(..) => "vector element",
+        Kind::LaneList(_) => "one-register lane list",
         Kind::List(..) => "register list of the right length",
         Kind::ExtRm(_) => "w or x register",
         Kind::Shift(..) => "shift",
@@ -534,9 +551,8 @@ fn lane_max(e: Elem) -> i64 {
     }
 }
 
-fn esize_of(form: &Form, ops: &[Operand], var: &Variant, vi: u8) -> u32 {
-    let _ = ops;
-    let _ = form;
+/// The element size in bits of vector operand `vi` in `var` (8 if not a vector).
+fn esize_of(var: &Variant, vi: u8) -> u32 {
     match Form::shape(var, vi as usize) {
         Some(Shape::A(a)) => a.esize(),
         _ => 8,
@@ -682,6 +698,17 @@ fn enc(
                 Idx::Imm4 => r | ((i << e.log2_bytes()) << 11),
             }
         }
+        (Kind::LaneList(l), Operand::Elem(n, e, i)) => {
+            let i = range(form, slot, i as i64, 0, lane_max(e))?;
+            let (q, s, size) = match e {
+                Elem::B => (i >> 3, (i >> 2) & 1, i & 3),
+                Elem::H => (i >> 2, (i >> 1) & 1, (i & 1) << 1),
+                Elem::S => (i >> 1, i & 1, 0),
+                Elem::D => (i, 0, 1),
+                _ => return Err(EncodeError::Arrangement { form: form.name }),
+            };
+            reg(n, l) | q << 30 | s << 12 | size << 10
+        }
         (Kind::UImm(l, w) | Kind::UHex(l, w), Operand::Imm(v)) => {
             range(form, slot, v, 0, (1i64 << w) - 1)? << l
         }
@@ -736,12 +763,12 @@ fn enc(
             ((w - s) % w) << 16 | (w - 1 - s) << 10
         }
         (Kind::ShlImm(vi), Operand::Imm(v)) => {
-            let es = esize_of(form, ops, var, vi);
+            let es = esize_of(var, vi);
             let s = range(form, slot, v, 0, es as i64 - 1)?;
             (es + s) << 16
         }
         (Kind::ShrImm(vi), Operand::Imm(v)) => {
-            let es = esize_of(form, ops, var, vi);
+            let es = esize_of(var, vi);
             let s = range(form, slot, v, 1, es as i64)?;
             (2 * es - s) << 16
         }
@@ -842,6 +869,7 @@ fn enc_mem(
             let want = match ops[0] {
                 Operand::List(_, n, a) if list => n as i64 * a.bytes() as i64,
                 Operand::List(_, n, a) => n as i64 * (a.esize() / 8) as i64,
+                Operand::Elem(_, e, _) => 1i64 << e.log2_bytes(),
                 _ => 0,
             };
             let _ = var;
@@ -895,8 +923,9 @@ fn row_checks(form: &Form, ops: &[Operand]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn gx(n: u32, zr: Gpr, sp: bool) -> Gpr {
-    let _ = sp;
+/// Register `n` in the class of `r31` (the spelling register 31 takes).
+fn gx(n: u32, r31: Gpr) -> Gpr {
+    let zr = r31;
     if n == 31 {
         zr
     } else if zr.is_64() {
@@ -910,14 +939,14 @@ fn dec(k: Kind, word: u32, sh: Option<Shape>, prev: &[Operand]) -> Option<Operan
     let f = |l: u8, w: u8| (word >> l) & ((1u32 << w) - 1);
     let r = |l: u8| f(l, 5);
     Some(match k {
-        Kind::X(l) | Kind::XLr(l) => Operand::Gpr(gx(r(l), Gpr::Xzr, false)),
-        Kind::XSp(l) => Operand::Gpr(gx(r(l), Gpr::Sp, true)),
-        Kind::W(l) => Operand::Gpr(gx(r(l), Gpr::Wzr, false)),
-        Kind::WSp(l) => Operand::Gpr(gx(r(l), Gpr::Wsp, true)),
+        Kind::X(l) | Kind::XLr(l) => Operand::Gpr(gx(r(l), Gpr::Xzr)),
+        Kind::XSp(l) => Operand::Gpr(gx(r(l), Gpr::Sp)),
+        Kind::W(l) => Operand::Gpr(gx(r(l), Gpr::Wzr)),
+        Kind::WSp(l) => Operand::Gpr(gx(r(l), Gpr::Wsp)),
         Kind::ExtRm(_) => {
             let opt = f(13, 3);
             let x64 = matches!(opt, 3 | 7) && matches!(k, Kind::ExtRm(true));
-            Operand::Gpr(gx(r(16), if x64 { Gpr::Xzr } else { Gpr::Wzr }, false))
+            Operand::Gpr(gx(r(16), if x64 { Gpr::Xzr } else { Gpr::Wzr }))
         }
         Kind::Fp(w, l) => Operand::Fp(w, r(l) as u8),
         Kind::VFp(l) => match sh? {
@@ -947,6 +976,20 @@ fn dec(k: Kind, word: u32, sh: Option<Shape>, prev: &[Operand]) -> Option<Operan
                 Idx::Imm4 => f(11, 4) >> e.log2_bytes(),
             };
             Operand::Elem(n, e, i as u8)
+        }
+        Kind::LaneList(l) => {
+            let e = match sh? {
+                Shape::E(e) => e,
+                _ => return None,
+            };
+            let (q, s, size) = (f(30, 1), f(12, 1), f(10, 2));
+            let i = match e {
+                Elem::B => q << 3 | s << 2 | size,
+                Elem::H => q << 2 | s << 1 | size >> 1,
+                Elem::S => q << 1 | s,
+                _ => q,
+            };
+            Operand::Elem(r(l) as u8, e, i as u8)
         }
         Kind::UImm(l, w) | Kind::UHex(l, w) => Operand::Imm(f(l, w) as i64),
         Kind::OptLsl(l, w, s) => Operand::Imm(f(l, w) as i64 * s as i64),
@@ -999,7 +1042,7 @@ fn dec(k: Kind, word: u32, sh: Option<Shape>, prev: &[Operand]) -> Option<Operan
         Kind::Prfop => Operand::Imm(f(0, 5) as i64),
         Kind::ExtIdx => Operand::Imm(f(11, 4) as i64),
         Kind::Mem(mk) => {
-            let base = gx(r(5), Gpr::Sp, true);
+            let base = gx(r(5), Gpr::Sp);
             let addr = match mk {
                 MemKind::Base => Addr::Offset(0),
                 MemKind::Uoff(s) => Addr::Offset((f(10, 12) as i64) << s),
@@ -1019,23 +1062,18 @@ fn dec(k: Kind, word: u32, sh: Option<Shape>, prev: &[Operand]) -> Option<Operan
                         _ => return None,
                     };
                     let rm = if opt & 1 == 1 {
-                        gx(r(16), Gpr::Xzr, false)
+                        gx(r(16), Gpr::Xzr)
                     } else {
-                        gx(r(16), Gpr::Wzr, false)
+                        gx(r(16), Gpr::Wzr)
                     };
                     Addr::Reg(rm, e, f(12, 1) == 1)
                 }
-                MemKind::PostImm(list) => {
-                    let (n, a) = match prev.first()? {
-                        Operand::List(_, n, a) => (*n as i64, *a),
-                        _ => return None,
-                    };
-                    Addr::PostIndex(if list {
-                        n * a.bytes() as i64
-                    } else {
-                        n * (a.esize() / 8) as i64
-                    })
-                }
+                MemKind::PostImm(list) => match prev.first()? {
+                    Operand::List(_, n, a) if list => Addr::PostIndex(*n as i64 * a.bytes() as i64),
+                    Operand::List(_, n, a) => Addr::PostIndex(*n as i64 * (a.esize() / 8) as i64),
+                    Operand::Elem(_, e, _) => Addr::PostIndex(1i64 << e.log2_bytes()),
+                    _ => return None,
+                },
                 MemKind::PostReg => {
                     if r(16) == 31 {
                         return None;

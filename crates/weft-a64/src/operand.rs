@@ -550,8 +550,8 @@ pub fn fimm8(value: f64) -> Option<u8> {
         .find(|&i| fimm8_value(i) == value)
 }
 
-/// A floating-point immediate operand, or [`crate::EncodeError::ImmOutOfRange`]
-/// flavoured `None` when `value` has no 8-bit encoding.
+/// A floating-point immediate operand (`fimm(1.0)`), or `None` when `value`
+/// has no 8-bit A64 encoding.
 pub fn fimm(value: f64) -> Option<Operand> {
     fimm8(value).map(Operand::FImm)
 }

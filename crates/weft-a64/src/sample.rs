@@ -34,12 +34,7 @@ impl SplitMix64 {
 fn shape_of(var: &Variant, form: &Form, slot: usize) -> Option<Shape> {
     let vi = form.kinds[..slot]
         .iter()
-        .filter(|k| {
-            matches!(
-                k,
-                Kind::V(_) | Kind::VFp(_) | Kind::Elem(..) | Kind::List(..)
-            )
-        })
+        .filter(|k| crate::form::is_shaped(**k))
         .count();
     Form::shape(var, vi)
 }
@@ -110,7 +105,7 @@ pub fn slot_values(form: &Form, var: &Variant, slot: usize, rng: &mut SplitMix64
             Some(Shape::A(a)) => (0..32).map(|n| Operand::List(n, c, a)).collect(),
             _ => vec![],
         },
-        Kind::Elem(_, idx) => match sh {
+        Kind::Elem(..) | Kind::LaneList(_) => match sh {
             Some(Shape::E(e)) => {
                 let max = match e {
                     Elem::B => 15,
@@ -118,7 +113,6 @@ pub fn slot_values(form: &Form, var: &Variant, slot: usize, rng: &mut SplitMix64
                     Elem::S | Elem::B4 | Elem::H2 => 3,
                     Elem::D => 1,
                 };
-                let _ = idx;
                 let mut v: Vec<Operand> = (0..32)
                     .map(|n| Operand::Elem(n, e, rng.range(0, max) as u8))
                     .collect();
@@ -286,17 +280,16 @@ fn mem_values(mk: MemKind, rng: &mut SplitMix64) -> Vec<Operand> {
 fn fix_post_imm(form: &Form, ops: &mut [Operand]) {
     for (i, k) in form.kinds.iter().enumerate() {
         if let (Kind::Mem(MemKind::PostImm(list)), Operand::Mem(m)) = (k, ops[i]) {
-            if let Operand::List(_, n, a) = ops[0] {
-                let bytes = if *list {
-                    n as i64 * a.bytes() as i64
-                } else {
-                    n as i64 * (a.esize() / 8) as i64
-                };
-                ops[i] = Operand::Mem(Mem {
-                    base: m.base,
-                    addr: Addr::PostIndex(bytes),
-                });
-            }
+            let bytes = match ops[0] {
+                Operand::List(_, n, a) if *list => n as i64 * a.bytes() as i64,
+                Operand::List(_, n, a) => n as i64 * (a.esize() / 8) as i64,
+                Operand::Elem(_, e, _) => 1i64 << e.log2_bytes(),
+                _ => continue,
+            };
+            ops[i] = Operand::Mem(Mem {
+                base: m.base,
+                addr: Addr::PostIndex(bytes),
+            });
         }
     }
 }

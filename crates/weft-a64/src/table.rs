@@ -192,6 +192,16 @@ const V_SD: &[Variant] = &[v!(0; F(FpWidth::S)), v!(SZ; F(FpWidth::D))];
 const V_4S: &[Variant] = &[v!(0; A(S4))];
 const V_2D: &[Variant] = &[v!(0; A(D2))];
 const V_FIMM: &[Variant] = &[v!(0; A(S2)), v!(Q; A(S4)), v!(Q | 1 << 29; A(D2))];
+/// Single-structure lanes: opcode bits per element size.
+const V_LANE: &[Variant] = &[
+    v!(0; E(Elem::B)),
+    v!(0x4000; E(Elem::H)),
+    v!(0x8000; E(Elem::S)),
+    v!(0x8000; E(Elem::D)),
+];
+const V_EBH: &[Variant] = &[v!(0; E(Elem::B)), v!(0; E(Elem::H))];
+/// Pairwise scalar: S <- 2S, D <- 2D.
+const V_FADDP_S: &[Variant] = &[v!(0; F(FpWidth::S), A(S2)), v!(SZ; F(FpWidth::D), A(D2))];
 const V_HS: &[Variant] = &[v!(0; A(S2)), v!(Q; A(S4))];
 
 macro_rules! forms {
@@ -304,6 +314,18 @@ forms! {
     CSEL_W = "csel", [W(0), W(5), W(16), Cond(12)], 0x1a800000, NOV, Base, None;
     CSINC_X = "csinc", [X(0), X(5), X(16), Cond(12)], 0x9a800400, NOV, Base, Cinc;
     CSINC_W = "csinc", [W(0), W(5), W(16), Cond(12)], 0x1a800400, NOV, Base, Cinc;
+    CSINV_X = "csinv", [X(0), X(5), X(16), Cond(12)], 0xda800000, NOV, Base, Cinv;
+    CSINV_W = "csinv", [W(0), W(5), W(16), Cond(12)], 0x5a800000, NOV, Base, Cinv;
+    CSNEG_X = "csneg", [X(0), X(5), X(16), Cond(12)], 0xda800400, NOV, Base, Cneg;
+    CSNEG_W = "csneg", [W(0), W(5), W(16), Cond(12)], 0x5a800400, NOV, Base, Cneg;
+    // ---- Sign and zero extension (SBFM/UBFM aliases) ----
+    SXTW = "sxtw", [X(0), W(5)], 0x93407c00, NOV, Base, None;
+    SXTH_X = "sxth", [X(0), W(5)], 0x93403c00, NOV, Base, None;
+    SXTB_X = "sxtb", [X(0), W(5)], 0x93401c00, NOV, Base, None;
+    SXTH_W = "sxth", [W(0), W(5)], 0x13003c00, NOV, Base, None;
+    SXTB_W = "sxtb", [W(0), W(5)], 0x13001c00, NOV, Base, None;
+    UXTH = "uxth", [W(0), W(5)], 0x53003c00, NOV, Base, None;
+    UXTB = "uxtb", [W(0), W(5)], 0x53001c00, NOV, Base, None;
     // ---- Branches ----
     B = "b", [Br(0, 26)], 0x14000000, NOV, Base, None;
     BL = "bl", [Br(0, 26)], 0x94000000, NOV, Base, None;
@@ -479,7 +501,20 @@ forms! {
     LD1R = "ld1r", [List(1, 0), Mem(MemKind::Base)], 0x0d40c000, V_LS, Base, None;
     LD1R_POST = "ld1r", [List(1, 0), Mem(MemKind::PostImm(false))], 0x0ddfc000, V_LS, Base, None;
     LD1R_POSTREG = "ld1r", [List(1, 0), Mem(MemKind::PostReg)], 0x0dc0c000, V_LS, Base, None;
+    LD1_LANE = "ld1", [LaneList(0), Mem(MemKind::Base)], 0x0d400000, V_LANE, Base, None;
+    LD1_LANE_POST = "ld1", [LaneList(0), Mem(MemKind::PostImm(false))], 0x0ddf0000, V_LANE, Base, None;
+    LD1_LANE_POSTREG = "ld1", [LaneList(0), Mem(MemKind::PostReg)], 0x0dc00000, V_LANE, Base, None;
+    ST1_LANE = "st1", [LaneList(0), Mem(MemKind::Base)], 0x0d000000, V_LANE, Base, None;
+    ST1_LANE_POST = "st1", [LaneList(0), Mem(MemKind::PostImm(false))], 0x0d9f0000, V_LANE, Base, None;
+    ST1_LANE_POSTREG = "st1", [LaneList(0), Mem(MemKind::PostReg)], 0x0d800000, V_LANE, Base, None;
+    LDR_X_LIT = "ldr", [X(0), Br(5, 19)], 0x58000000, NOV, Base, None;
+    LDR_W_LIT = "ldr", [W(0), Br(5, 19)], 0x18000000, NOV, Base, None;
+    LDR_S_LIT = "ldr", [Fp(FpWidth::S, 0), Br(5, 19)], 0x1c000000, NOV, Base, None;
+    LDR_D_LIT = "ldr", [Fp(FpWidth::D, 0), Br(5, 19)], 0x5c000000, NOV, Base, None;
+    LDR_Q_LIT = "ldr", [Fp(FpWidth::Q, 0), Br(5, 19)], 0x9c000000, NOV, Base, None;
     // ---- Moves between registers and lanes ----
+    SMOV_W = "smov", [W(0), Elem(5, Idx::Imm5)], 0x0e002c00, V_EBH, Base, None;
+    SMOV_X = "smov", [X(0), Elem(5, Idx::Imm5)], 0x4e002c00, V_EBHS, Base, None;
     DUP_ELEM = "dup", [V(0), Elem(5, Idx::Imm5)], 0x0e000400, V_DUPE, Base, None;
     DUP_GEN_W = "dup", [V(0), W(5)], 0x0e000c00, V_DUPW, Base, None;
     DUP_GEN_X = "dup", [V(0), X(5)], 0x4e080c00, V_2D, Base, None;
@@ -493,6 +528,8 @@ forms! {
     MOVI_B = "movi", [V(0), Imm8Split], 0x0f00e400, V_B, Base, None;
     MOVI_S = "movi", [V(0), Imm8Split, OptLsl(13, 2, 8)], 0x0f000400, V_HS, Base, None;
     MOVI_H = "movi", [V(0), Imm8Split, OptLsl(13, 1, 8)], 0x0f008400, V_FH, Base, None;
+    MVNI_S = "mvni", [V(0), Imm8Split, OptLsl(13, 2, 8)], 0x2f000400, V_HS, Base, None;
+    MVNI_H = "mvni", [V(0), Imm8Split, OptLsl(13, 1, 8)], 0x2f008400, V_FH, Base, None;
     MOVI_2D = "movi", [V(0), Imm64Bytes], 0x6f00e400, V_2D, Base, None;
     FMOV_V_IMM = "fmov", [V(0), VFImm], 0x0f00f400, V_FIMM, Base, None;
     FMOV_V_IMM_H = "fmov", [V(0), VFImm], 0x0f00fc00, V_FH, Fp16, None;
@@ -668,6 +705,11 @@ forms! {
     UADDLV = "uaddlv", [VFp(0), V(5)], 0x2e303800, V_ADDLV, Base, None;
     SADDLP = "saddlp", [V(0), V(5)], 0x0e202800, V_ADDLP, Base, None;
     UADDLP = "uaddlp", [V(0), V(5)], 0x2e202800, V_ADDLP, Base, None;
+    SMAXV = "smaxv", [VFp(0), V(5)], 0x0e30a800, V_ADDV, Base, None;
+    SMINV = "sminv", [VFp(0), V(5)], 0x0e31a800, V_ADDV, Base, None;
+    UMAXV = "umaxv", [VFp(0), V(5)], 0x2e30a800, V_ADDV, Base, None;
+    UMINV = "uminv", [VFp(0), V(5)], 0x2e31a800, V_ADDV, Base, None;
+    FADDP_SCALAR = "faddp", [VFp(0), V(5)], 0x7e30d800, V_FADDP_S, Base, None;
     ADDP_SCALAR = "addp", [Fp(FpWidth::D, 0), V(5)], 0x5ef1b800, V_2D, Base, None;
     // ---- Widening and narrowing ----
     SMULL = "smull", [V(0), V(5), V(16)], 0x0e20c000, V_LONG, Base, None;
@@ -686,6 +728,10 @@ forms! {
     XTN2 = "xtn2", [V(0), V(5)], 0x4e212800, V_NARROW2, Base, None;
     SQXTN = "sqxtn", [V(0), V(5)], 0x0e214800, V_NARROW, Base, None;
     SQXTN2 = "sqxtn2", [V(0), V(5)], 0x4e214800, V_NARROW2, Base, None;
+    SQXTUN = "sqxtun", [V(0), V(5)], 0x2e212800, V_NARROW, Base, None;
+    SQXTUN2 = "sqxtun2", [V(0), V(5)], 0x6e212800, V_NARROW2, Base, None;
+    UQXTN = "uqxtn", [V(0), V(5)], 0x2e214800, V_NARROW, Base, None;
+    UQXTN2 = "uqxtn2", [V(0), V(5)], 0x6e214800, V_NARROW2, Base, None;
     SHRN = "shrn", [V(0), V(5), ShrImm(0)], 0x0f008400, V_SHRN, Base, None;
     // ---- Shift by immediate ----
     SHL_V = "shl", [V(0), V(5), ShlImm(0)], 0x0f005400, V_SHQ, Base, None;

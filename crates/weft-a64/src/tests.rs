@@ -247,3 +247,73 @@ fn unknown_words_decode_to_none() {
     assert_eq!(decode(0), None);
     assert_eq!(decode(0xffff_ffff), None);
 }
+
+#[test]
+fn kernel_helpers_pick_the_right_forms() {
+    let mut a = Assembler::new();
+    a.mul(x(0), x(1), x(2)).unwrap();
+    a.mul(v(0).s4(), v(1).s4(), v(2).s4()).unwrap();
+    a.neg(x(0), x(1)).unwrap();
+    a.cmp(w(3), 7).unwrap();
+    a.tst(x(1), 0xff).unwrap();
+    a.cset(w(0), Cond::Eq).unwrap();
+    a.sxtl(v(0).h8(), v(1).b8()).unwrap();
+    a.ldr(x(0), mem(x(1)).off(-8)).unwrap();
+    a.ldr(q(0), mem(x(1)).off(32)).unwrap();
+    a.add(x(0), SP, x(2)).unwrap();
+    a.lsl(x(0), x(1), 3).unwrap();
+    a.lsl(x(0), x(1), x(2)).unwrap();
+    a.fmla(v(0).s4(), v(1).s4(), v(2).s(3)).unwrap();
+    a.ld1(v(0).s(1), mem(x(0)).post(4)).unwrap();
+    let text: Vec<String> = a
+        .finish()
+        .unwrap()
+        .iter()
+        .map(|w| decode(*w).unwrap().to_string())
+        .collect();
+    assert_eq!(
+        text,
+        [
+            "mul x0, x1, x2",
+            "mul v0.4s, v1.4s, v2.4s",
+            "neg x0, x1",
+            "cmp w3, #7",
+            "tst x1, #0xff",
+            "cset w0, eq",
+            "sshll v0.8h, v1.8b, #0",
+            "ldur x0, [x1, #-8]",
+            "ldr q0, [x1, #32]",
+            "add x0, sp, x2",
+            "lsl x0, x1, #3",
+            "lsl x0, x1, x2",
+            "fmla v0.4s, v1.4s, v2.s[3]",
+            "ld1 { v0.s }[1], [x0], #4",
+        ]
+    );
+}
+
+#[test]
+fn forms_are_tagged_with_the_feature_they_need() {
+    let f = |op: Op| FORMS[op as usize].feature;
+    assert_eq!(f(Op::SDOT_ELEM), Feature::Dotprod);
+    assert_eq!(f(Op::USDOT_V), Feature::I8mm);
+    assert_eq!(f(Op::SMMLA), Feature::I8mm);
+    assert_eq!(f(Op::BFMMLA), Feature::Bf16);
+    assert_eq!(f(Op::FADD_VH), Feature::Fp16);
+    assert_eq!(f(Op::FCVTL), Feature::Base);
+    assert_eq!(
+        Inst::new(Op::FMLA_V, (v(0).s4(), v(1).s4(), v(2).s4()))
+            .unwrap()
+            .feature(),
+        Feature::Base
+    );
+}
+
+#[test]
+fn fp_immediates_are_checked() {
+    assert_eq!(fimm(1.0), Some(Operand::FImm(0x70)));
+    assert_eq!(fimm(0.1), None);
+    let i = Inst::new(Op::FMOV_S_IMM, (s(0), fimm(-0.125).unwrap())).unwrap();
+    assert_eq!(i.to_string(), "fmov s0, #-0.12500000");
+    assert_eq!(i.encode(), Ok(0x1e381000));
+}

@@ -9,3 +9,4 @@
 //! `extern "C" fn(*const Args)` with the family's `#[repr(C)]` args.
 
 pub mod elementwise;
+pub mod q8_0;

@@ -60,7 +60,7 @@ fn runnable(twin: &X64Twin, host: &Host) -> bool {
 }
 
 fn inputs(t: X64Twin) -> UnaryF32Inputs {
-    let lanes = 2 * t.tier.lanes();
+    let lanes = t.tier.per_iteration();
     match t.func {
         TwinFunc::Exp => {
             let mut b: Vec<f32> = vec![
@@ -217,6 +217,43 @@ fn twins_match_the_reference_on_a_sweep_and_the_slow_path() {
             );
         }
     }
+}
+
+/// In place (`input == output`), at every length up to three iterations.
+#[test]
+fn twins_work_in_place() {
+    let host = host();
+    for t in TWINS {
+        if !runnable(&t, &host) {
+            continue;
+        }
+        let k = place(t, Abi::host());
+        let f = func(t).reference();
+        for len in 0..=3 * t.tier.per_iteration() {
+            let xs: Vec<f32> = (0..len).map(|i| i as f32 * 0.37 - 2.0).collect();
+            let mut data = xs.clone();
+            k.run_in_place(&mut data);
+            for (x, y) in xs.iter().zip(&data) {
+                assert_eq!(f(*x).to_bits(), y.to_bits(), "{} len {len} x {x}", t.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_foreign_offer_is_refused() {
+    let arm = ElementwiseArm::new(Func::Erf);
+    let site = Site {
+        family: arm.family(),
+        geometry: Geometry::new().with("len", 16),
+    };
+    let offer = arm.offer(&site, &host()).expect("offer");
+    let exp = TWINS[0];
+    assert_eq!(exp.emit(&offer).unwrap_err().name(), "unsupported-geometry");
+    let mut other = offer.clone();
+    other.contract.args = "OtherArgs".into();
+    assert_eq!(TWINS[2].emit(&other).unwrap_err().name(), "bad-operand");
+    assert!(TWINS[2].emit(&offer).is_ok());
 }
 
 /// The Win64 body, called through `extern "win64"` on this SysV host.

@@ -90,3 +90,15 @@ fn write_fault_kills_forked_child_with_sigsegv() {
     // The parent's copy is untouched.
     assert_eq!(call(&code), 0x0000_BEEF);
 }
+
+#[test]
+fn placed_code_is_read_execute_by_the_os_protection_query() {
+    let code = place(&return_u32(7)).unwrap();
+    let r = region::query(code.as_ptr()).expect("placed code is mapped");
+    assert_eq!(
+        r.protection(),
+        region::Protection::READ_EXECUTE,
+        "placed code must be r-x, never writable: {r:?}"
+    );
+    drop(code);
+}

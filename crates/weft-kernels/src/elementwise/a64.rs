@@ -41,7 +41,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use weft_a64::{d, decode, mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, XZR};
+use weft_a64::{d, decode, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
 use super::reference::{self, Dd, Lanes};

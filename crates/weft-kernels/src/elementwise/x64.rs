@@ -1,6 +1,6 @@
 //! x64 twins of the elementwise family: `exp` and `erf` on an AVX2 tier
-//! (ymm: 4 binary64 lanes, 4 f32 per step) and an AVX-512 tier (zmm: 8
-//! binary64 lanes, 8 f32 per step).
+//! (ymm: 4 binary64 lanes; 4 f32 per loop iteration) and an AVX-512 tier
+//! (zmm: 8 binary64 lanes; 16 f32 per iteration as two interleaved halves).
 //!
 //! One job: emit, for the arm's offer, a body that computes exactly the
 //! binary64 operations of the contract (parent module), in the same order,
@@ -26,7 +26,9 @@
 //!   rest are broadcast once per call into the body's own stack frame and
 //!   read from there (never a constant pool, never a relocation); the slow
 //!   path broadcasts its constants at the point of use.
-//! - **Table from the arguments**: gathers read [`ElementwiseArgs::table`].
+//! - **Table from the arguments**: lookups read [`ElementwiseArgs::table`]
+//!   (exp: one gather per half; erf: its eight coefficients per lane are one
+//!   row, so each lane's row is loaded whole and transposed in registers).
 //! - **Any length and alignment**: full steps read and write in place;
 //!   the last `len % lanes` elements are staged through a zero-padded stack
 //!   buffer, so nothing outside `input[..len]`/`output[..len]` is touched.
@@ -43,8 +45,8 @@ use weft_x64::iced_x86::code_asm::registers::k::{k1, k2, k3, k4, k5, k6, k7};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
     dword_ptr, eax, qword_bcst, qword_ptr, r10, r11, r8, r9, rax, rcx, rdx, rsp, xmmword_ptr,
-    ymmword_ptr, zmmword_ptr, AsmRegisterK, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler,
-    CodeLabel,
+    ymmword_ptr, zmmword_ptr, AsmRegisterK, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
+    CodeAssembler, CodeLabel,
 };
 use weft_x64::iced_x86::IcedError;
 use weft_x64::{Abi, Clobbers, EmitError, Emitter, Encoding};
@@ -66,7 +68,7 @@ use super::table;
 
 /// One recorded value: the index of the operation that defines it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Val(u32);
+struct Val(u32);
 
 /// What a value is, which decides its register class and width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +144,39 @@ enum Op {
 }
 
 impl Op {
+    /// The same operation reading `f(v)` for every operand `v`.
+    fn map(self, f: impl Fn(Val) -> Val) -> Op {
+        use Op::*;
+        match self {
+            Const(_) | Const32(_) | Input(_) | Join => self,
+            Add(a, b) => Add(f(a), f(b)),
+            Sub(a, b) => Sub(f(a), f(b)),
+            Mul(a, b) => Mul(f(a), f(b)),
+            Min(a, b) => Min(f(a), f(b)),
+            Max(a, b) => Max(f(a), f(b)),
+            And(a, b) => And(f(a), f(b)),
+            IAdd(a, b) => IAdd(f(a), f(b)),
+            Cmp(p, a, b) => Cmp(p, f(a), f(b)),
+            MaskAndNot(a, b) => MaskAndNot(f(a), f(b)),
+            MaskAnd(a, b) => MaskAnd(f(a), f(b)),
+            IAdd32(a, b) => IAdd32(f(a), f(b)),
+            And32(a, b) => And32(f(a), f(b)),
+            Or32(a, b) => Or32(f(a), f(b)),
+            Eq32(a, b) => Eq32(f(a), f(b)),
+            Assign(a, b) => Assign(f(a), f(b)),
+            Shl(a, n) => Shl(f(a), n),
+            Ushr(a, n) => Ushr(f(a), n),
+            Floor(a) => Floor(f(a)),
+            Tab(base, a) => Tab(base, f(a)),
+            Narrow(a) => Narrow(f(a)),
+            Widen(a) => Widen(f(a)),
+            SkipIfAll(a) => SkipIfAll(f(a)),
+            Store(a, n) => Store(f(a), n),
+            Select(m, t, e) => Select(f(m), f(t), f(e)),
+            Select32(m, t, e) => Select32(f(m), f(t), f(e)),
+        }
+    }
+
     fn operands(&self) -> Vec<Val> {
         use Op::*;
         match *self {
@@ -177,7 +212,7 @@ impl Op {
 /// Records the operations of one step as a straight-line list; implements
 /// the reference's [`Lanes`] so the reference's own functions fill it.
 #[derive(Debug, Default)]
-pub struct Recorder {
+struct Recorder {
     ops: Vec<(Op, Kind)>,
 }
 
@@ -360,19 +395,29 @@ fn inputs(r: &mut Recorder) -> (Val, Val) {
     (r.full(Op::Input(0)), r.full(Op::Input(1)))
 }
 
-/// One iteration of `exp` (two halves): the fast path and its rounding
-/// test for both; then, per half, the slow path when any of its lanes
-/// fails; the stores.
-fn record_exp() -> Recorder {
+/// One iteration of `exp` (one or two halves): the fast path and its
+/// rounding test for each; then, per half, the slow path when any of its
+/// lanes fails; the stores.
+fn record_exp(two_halves: bool) -> Recorder {
     let mut r = Recorder::default();
-    let x = inputs(&mut r);
-    let (lo, hi) = {
-        let mut p = Pair(&mut r);
-        let y = reference::exp_fast(&mut p, x);
-        reference::exp_fast_interval(&mut p, y)
-    };
+    let mut fast = Vec::with_capacity(2);
+    if two_halves {
+        let x = inputs(&mut r);
+        let (lo, hi) = {
+            let mut p = Pair(&mut r);
+            let y = reference::exp_fast(&mut p, x);
+            reference::exp_fast_interval(&mut p, y)
+        };
+        fast.push((x.0, lo.0, hi.0));
+        fast.push((x.1, lo.1, hi.1));
+    } else {
+        let x = r.full(Op::Input(0));
+        let y = reference::exp_fast(&mut r, x);
+        let (lo, hi) = reference::exp_fast_interval(&mut r, y);
+        fast.push((x, lo, hi));
+    }
     let mut halves = Vec::with_capacity(2);
-    for (xh, l, h) in [(x.0, lo.0, hi.0), (x.1, lo.1, hi.1)] {
+    for (xh, l, h) in fast {
         let flo = r.half(Op::Narrow(l));
         let fhi = r.half(Op::Narrow(h));
         let ok = r.push(Op::Eq32(flo, fhi), Kind::HalfMask);
@@ -392,14 +437,23 @@ fn record_exp() -> Recorder {
     r
 }
 
-/// One iteration of `erf` (two halves): one binary64 evaluation, one
-/// narrowing, then the contract's exception list (by `|x|` bits, sign
+/// One iteration of `erf` (one or two halves): one binary64 evaluation,
+/// one narrowing, then the contract's exception list (by `|x|` bits, sign
 /// applied after).
-fn record_erf() -> Recorder {
+fn record_erf(two_halves: bool) -> Recorder {
     let mut r = Recorder::default();
-    let x = inputs(&mut r);
-    let y = reference::erf_eval(&mut Pair(&mut r), x);
-    for (n, (xh, yh)) in [(x.0, y.0), (x.1, y.1)].into_iter().enumerate() {
+    let mut evaluated = Vec::with_capacity(2);
+    if two_halves {
+        let x = inputs(&mut r);
+        let y = reference::erf_eval(&mut Pair(&mut r), x);
+        evaluated.push((x.0, y.0));
+        evaluated.push((x.1, y.1));
+    } else {
+        let x = r.full(Op::Input(0));
+        let y = reference::erf_eval(&mut r, x);
+        evaluated.push((x, y));
+    }
+    for (n, (xh, yh)) in evaluated.into_iter().enumerate() {
         let mut out = r.half(Op::Narrow(yh));
         if !table::ERF_EXCEPTIONS.is_empty() {
             let xf = r.half(Op::Narrow(xh));
@@ -439,6 +493,20 @@ impl Tier {
             Tier::Avx512 => 8,
         }
     }
+    /// Steps (halves) per loop iteration: two on AVX-512 (16 f32), one on
+    /// AVX2 (4 f32; two halves do not fit 16 registers without spilling).
+    pub fn halves(self) -> usize {
+        match self {
+            Tier::Avx2 => 1,
+            Tier::Avx512 => 2,
+        }
+    }
+
+    /// f32 elements per loop iteration.
+    pub fn per_iteration(self) -> usize {
+        self.halves() * self.lanes()
+    }
+
     /// Vector registers the allocator may hand out (scratch registers excluded).
     fn vec_pool(self) -> Vec<u8> {
         match self {
@@ -538,6 +606,63 @@ fn fast_constants(ops: &[(Op, Kind)]) -> Vec<u64> {
     }
     count.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)));
     count.into_iter().map(|(b, _, _)| b).collect()
+}
+
+/// Row lookups: eight `Tab(base + k, j)`, `k = 0..8`, with one index `j`
+/// read eight consecutive table words per lane. Within each run of
+/// consecutive `Tab` operations (which depend only on earlier values, so
+/// may be reordered), every such group is made contiguous and in order.
+/// Returns the reordered list and the first index of each group.
+fn fuse_rows(ops: &[(Op, Kind)]) -> (Vec<(Op, Kind)>, Vec<usize>) {
+    let mut order: Vec<usize> = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        if !matches!(ops[i].0, Op::Tab(..)) {
+            order.push(i);
+            i += 1;
+            continue;
+        }
+        let end = (i..ops.len())
+            .find(|&k| !matches!(ops[k].0, Op::Tab(..)))
+            .unwrap_or(ops.len());
+        // Group the run by index value, in first-appearance order.
+        let mut groups: Vec<(Val, Vec<usize>)> = Vec::new();
+        for k in i..end {
+            if let Op::Tab(_, j) = ops[k].0 {
+                match groups.iter_mut().find(|(g, _)| *g == j) {
+                    Some((_, m)) => m.push(k),
+                    None => groups.push((j, vec![k])),
+                }
+            }
+        }
+        for (_, members) in groups {
+            order.extend(members);
+        }
+        i = end;
+    }
+    let mut new_index = vec![0u32; ops.len()];
+    for (n, &old) in order.iter().enumerate() {
+        new_index[old] = n as u32;
+    }
+    let out: Vec<(Op, Kind)> = order
+        .iter()
+        .map(|&old| (ops[old].0.map(|v| Val(new_index[v.0 as usize])), ops[old].1))
+        .collect();
+    let mut starts = Vec::new();
+    let mut k = 0;
+    while k + 8 <= out.len() {
+        let group = match out[k].0 {
+            Op::Tab(base, j) => (0..8).all(|m| out[k + m].0 == Op::Tab(base + m, j)),
+            _ => false,
+        };
+        if group {
+            starts.push(k);
+            k += 8;
+        } else {
+            k += 1;
+        }
+    }
+    (out, starts)
 }
 
 fn last_uses(ops: &[(Op, Kind)]) -> Vec<usize> {
@@ -745,7 +870,9 @@ fn masked_ymm(r: AsmRegisterYmm, k: u8) -> AsmRegisterYmm {
 /// Frame layout (offsets from the 64-byte-aligned rsp).
 const BUF: i32 = 0;
 const SAVED_RSP: i32 = 64;
-const SLOTS: i32 = 128;
+/// Where a row lookup spills its lane indices.
+const IDX: i32 = 128;
+const SLOTS: i32 = 192;
 
 fn iced(context: &'static str) -> impl Fn(IcedError) -> Fail {
     move |e| Fail(format!("iced-x86 rejected {context}: {e}"))
@@ -763,6 +890,8 @@ struct Lower<'p> {
     plan: &'p Plan,
     ops: &'p [(Op, Kind)],
     join: Option<CodeLabel>,
+    /// First index of each row-lookup group (see [`fuse_rows`]).
+    rows: Vec<usize>,
 }
 
 /// Emits `$m` on Full operands: `d = s1 op s2` with `s2` a register or a
@@ -989,6 +1118,10 @@ impl Lower<'_> {
                 }
                 .map_err(iced("a floor"))?;
             }
+            Op::Tab(..) if self.rows.contains(&i) => self.row_lookup(e, i)?,
+            Op::Tab(..) if self.rows.iter().any(|&g| g < i && i < g + 8) => {
+                // Loaded with its group's first member.
+            }
             Op::Tab(base, j) => {
                 let d = self.dst(i)? as usize;
                 let a = e.asm();
@@ -1198,6 +1331,87 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// Eight `Tab(base + k, j)` at once: each lane's eight consecutive
+    /// words are one row load, and an in-register transpose turns rows
+    /// (lanes) into the eight coefficient vectors. The group's destinations
+    /// are all free here: only its own members are allocated between its
+    /// first and last op, and the index dies after the last.
+    fn row_lookup(&self, e: &mut Emitter, i: usize) -> Result<(), Fail> {
+        let tier = self.tier;
+        let (s1, _) = tier.scratch();
+        let Op::Tab(base, j) = self.ops[i].0 else {
+            return Err(Fail("lowering: a row lookup without a table op".into()));
+        };
+        let mut d = [0usize; 8];
+        for (k, dk) in d.iter_mut().enumerate() {
+            *dk = self.dst(i + k)? as usize;
+        }
+        let disp = (base * 8) as i32;
+        let a = e.asm();
+        let jr = self.vreg(j)? as usize;
+        let s = s1 as usize;
+        let t = iced("a row lookup");
+        match tier {
+            Tier::Avx512 => {
+                a.vmovdqu64(zmmword_ptr(rsp + IDX), ZMM[jr]).map_err(&t)?;
+                for (lane, &dl) in d.iter().enumerate() {
+                    a.mov(rax, qword_ptr(rsp + IDX + 8 * lane as i32))
+                        .map_err(&t)?;
+                    a.vmovupd(ZMM[dl], zmmword_ptr(r11 + rax * 8 + disp))
+                        .map_err(&t)?;
+                }
+                // 8x8 transpose, in place, one scratch: unpack pairs, then
+                // 128-bit lane shuffles at distance 2 and 4.
+                for (x, y) in [(0, 1), (2, 3), (4, 5), (6, 7)] {
+                    let (p, q) = (ZMM[d[x]], ZMM[d[y]]);
+                    a.vunpcklpd(ZMM[s], p, q).map_err(&t)?;
+                    a.vunpckhpd(q, p, q).map_err(&t)?;
+                    a.vmovapd(p, ZMM[s]).map_err(&t)?;
+                }
+                for pairs in [
+                    [(0, 2), (1, 3), (4, 6), (5, 7)],
+                    [(0, 4), (1, 5), (2, 6), (3, 7)],
+                ] {
+                    for (x, y) in pairs {
+                        let (p, q) = (ZMM[d[x]], ZMM[d[y]]);
+                        a.vshuff64x2(ZMM[s], p, q, 0x88).map_err(&t)?;
+                        a.vshuff64x2(q, p, q, 0xdd).map_err(&t)?;
+                        a.vmovapd(p, ZMM[s]).map_err(&t)?;
+                    }
+                }
+            }
+            Tier::Avx2 => {
+                a.vmovdqu(ymmword_ptr(rsp + IDX), YMM[jr]).map_err(&t)?;
+                // Two 4x4 transposes: words 0-3 of each row, then 4-7.
+                for half in 0..2 {
+                    let dh = &d[4 * half..4 * half + 4];
+                    for (lane, &dl) in dh.iter().enumerate() {
+                        a.mov(rax, qword_ptr(rsp + IDX + 8 * lane as i32))
+                            .map_err(&t)?;
+                        a.vmovupd(
+                            YMM[dl],
+                            ymmword_ptr(r11 + rax * 8 + disp + 32 * half as i32),
+                        )
+                        .map_err(&t)?;
+                    }
+                    for (x, y) in [(0, 1), (2, 3)] {
+                        let (p, q) = (YMM[dh[x]], YMM[dh[y]]);
+                        a.vunpcklpd(YMM[s], p, q).map_err(&t)?;
+                        a.vunpckhpd(q, p, q).map_err(&t)?;
+                        a.vmovapd(p, YMM[s]).map_err(&t)?;
+                    }
+                    for (x, y) in [(0, 2), (1, 3)] {
+                        let (p, q) = (YMM[dh[x]], YMM[dh[y]]);
+                        a.vperm2f128(YMM[s], p, q, 0x20).map_err(&t)?;
+                        a.vperm2f128(q, p, q, 0x31).map_err(&t)?;
+                        a.vmovapd(p, YMM[s]).map_err(&t)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The contract's NaN-propagating `fmin`/`fmax`. `vminpd d, a, b`
     /// returns `b` when either is NaN: with a constant first (never NaN) the
     /// variable's NaN propagates; otherwise a NaN `a` is blended back in.
@@ -1251,10 +1465,10 @@ impl Lower<'_> {
 
 /// Emits the whole body for `rec`'s step at `tier` under `abi`.
 fn emit_body(tier: Tier, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
-    let ops = &rec.ops;
+    let (fused, rows) = fuse_rows(&rec.ops);
+    let ops = &fused;
     let plan = plan(tier, ops)?;
-    // Two halves per iteration.
-    let lanes = 2 * tier.lanes() as i32;
+    let lanes = tier.per_iteration() as i32;
     let step_bytes = 4 * lanes;
     let frame = SLOTS + plan.slot_area;
     if frame > 4000 {
@@ -1293,6 +1507,7 @@ fn emit_body(tier: Tier, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
         plan: &plan,
         ops,
         join: None,
+        rows,
     };
     // Fast-path constants: into their slots, and the hoisted ones into
     // their registers too.
@@ -1434,8 +1649,8 @@ impl X64Twin {
     /// The steps this twin records (exposed for tests and listings).
     fn record(self) -> Recorder {
         match self.func {
-            TwinFunc::Exp => record_exp(),
-            TwinFunc::Erf => record_erf(),
+            TwinFunc::Exp => record_exp(self.tier.halves() == 2),
+            TwinFunc::Erf => record_erf(self.tier.halves() == 2),
         }
     }
 
@@ -1476,7 +1691,31 @@ impl Twin for X64Twin {
         }
     }
 
-    fn emit(&self, _offer: &Offer) -> Result<NativeCode, Refusal> {
+    fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
+        let c = &offer.contract;
+        if c.args != "ElementwiseArgs" {
+            return Err(Refusal::BadOperand {
+                operand: "args".into(),
+                reason: format!(
+                    "{} takes ElementwiseArgs, the offer names {}",
+                    self.name(),
+                    c.args
+                ),
+            });
+        }
+        let family = match self.func {
+            TwinFunc::Exp => "elementwise.exp",
+            TwinFunc::Erf => "elementwise.erf",
+        };
+        if c.family != family {
+            return Err(Refusal::UnsupportedGeometry {
+                reason: format!(
+                    "{} computes {family}, the offer is for {}",
+                    self.name(),
+                    c.family
+                ),
+            });
+        }
         self.emit_for(Abi::host())
     }
 }

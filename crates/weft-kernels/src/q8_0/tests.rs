@@ -1,0 +1,323 @@
+use super::arm::{offer_for, Q8MatvecArm, Q8MatvecKernel, ARM_NAME};
+use super::block::{block_at, f16_to_f32, quantize_block, quantize_row, BlockQ8_0};
+use super::reference::{abs_dot_row_f64, dot_row, dot_row_f64, matvec};
+use super::*;
+use weft_kernel::{Arm, Family, Site};
+
+fn block_of(prefix: &[f32]) -> [f32; 32] {
+    let mut x = [0.0f32; 32];
+    x[..prefix.len()].copy_from_slice(prefix);
+    x
+}
+
+fn bytes_of(d: u16, prefix: &[i8]) -> [u8; 34] {
+    let mut qs = [0i8; 32];
+    qs[..prefix.len()].copy_from_slice(prefix);
+    BlockQ8_0 { d, qs }.to_bytes()
+}
+
+#[test]
+fn all_zero_block_is_all_zero_bytes() {
+    assert_eq!(quantize_block(&[0.0; 32]).to_bytes(), [0u8; 34]);
+}
+
+#[test]
+fn ties_round_half_away_from_zero() {
+    // d = 1 exactly (fp16 0x3c00): q = roundf(x); -2.5 → -3 (not -2 as ties-to-even would).
+    let b = quantize_block(&block_of(&[127.0, -63.5, 0.5, -0.5, 2.5, -2.5, 1.49]));
+    let mut want = [0u8; 34];
+    want[..9].copy_from_slice(&[0x00, 0x3c, 127, 0xc0, 0x01, 0xff, 0x03, 0xfd, 0x01]);
+    assert_eq!(b.to_bytes(), want);
+}
+
+#[test]
+fn negative_max_sets_the_scale() {
+    // amax = 254 from a negative value: d = 2 (0x4000), id = 0.5.
+    let b = quantize_block(&block_of(&[127.0, 1.0, -3.0, 0.0, 0.0, 0.0, 0.0, -254.0]));
+    assert_eq!(b.to_bytes(), bytes_of(0x4000, &[64, 1, -2, 0, 0, 0, 0, -127]));
+}
+
+#[test]
+fn scale_rounds_in_fp16_but_quants_use_the_f32_scale() {
+    // d = 1/127 rounds to fp16 0x2008; id = 1/f32(1/127) = 127.
+    let b = quantize_block(&block_of(&[1.0, 0.5, -0.25, 0.75, 1.0 / 3.0]));
+    assert_eq!(b.to_bytes(), bytes_of(0x2008, &[127, 64, -32, 95, 42]));
+    assert_ne!(f16_to_f32(0x2008), 1.0f32 / 127.0);
+    // d = 1 + 2^-11 is an fp16 tie: to even gives 1.0 (0x3c00); id comes
+    // from the f32 d, so 0.5001 · id = 0.49986 → 0 (the fp16 d would give 1).
+    let b = quantize_block(&block_of(&[127.0 * (1.0 + 2f32.powi(-11)), 0.5001]));
+    assert_eq!(b.to_bytes(), bytes_of(0x3c00, &[127, 0]));
+    // d = 1 + 3·2^-11: tie between 0x3c01 and 0x3c02, to even gives 0x3c02.
+    let b = quantize_block(&block_of(&[-127.0 * (1.0 + 3.0 * 2f32.powi(-11)), 1.0]));
+    assert_eq!(b.to_bytes(), bytes_of(0x3c02, &[-127, 1]));
+}
+
+#[test]
+fn quantiser_never_emits_minus_128_even_on_pathological_inputs() {
+    let tiny = f32::from_bits(0x0000_0100); // 1/d overflows to inf
+    for x in [
+        block_of(&[tiny, -tiny]),
+        block_of(&[f32::INFINITY, -1.0]),
+        block_of(&[f32::NAN, -5.0, 3.0]),
+        block_of(&[f32::MAX, f32::MIN]),
+    ] {
+        let b = quantize_block(&x);
+        assert!(b.qs.iter().all(|q| *q != -128), "{x:?} → {b:?}");
+    }
+}
+
+#[test]
+fn block_bytes_round_trip_and_rows_need_multiples_of_32() {
+    let x: Vec<f32> = (0..64).map(|i| (i as f32 - 30.0) * 0.37).collect();
+    let bytes = quantize_row(&x).expect("64 values");
+    assert_eq!(bytes.len(), 68);
+    let b1 = block_at(&bytes, 1).expect("block 1");
+    assert_eq!(BlockQ8_0::from_bytes(&b1.to_bytes()), b1);
+    for (v, d) in x[32..].iter().zip(b1.dequantize()) {
+        assert!((v - d).abs() <= b1.scale() * 0.5 + 1e-6);
+    }
+    assert!(block_at(&bytes, 2).is_none());
+    assert!(quantize_row(&x[..33]).is_err());
+}
+
+#[test]
+fn activation_quantiser_is_the_weight_quantiser() {
+    let x: Vec<f32> = (0..96).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+    let a = quantize_activations(&x, 96, 1).expect("quantise");
+    assert_eq!(a.bytes(), quantize_row(&x).expect("row").as_slice());
+    let two = quantize_activations(&[x.clone(), x].concat(), 96, 2).expect("batch 2");
+    assert_eq!(two.batch(), 2);
+    assert_eq!(&two.bytes()[..a.bytes().len()], a.bytes());
+}
+
+#[test]
+fn activations_with_minus_128_are_refused() {
+    let mut bytes = vec![0u8; 34];
+    bytes[5] = 0x80;
+    let e = Q8Activations::from_bytes(bytes, 32, 1).unwrap_err();
+    assert_eq!(e.name(), "bad-operand");
+}
+
+/// Deterministic xorshift.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub(super) fn f32(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+    }
+}
+
+/// Random weights as raw bytes: any quant (-128 included), scales from a
+/// spread of normal fp16 values plus, when `specials`, subnormal, zero,
+/// negative and occasional inf/NaN scales.
+pub(super) fn random_weights(rows: usize, blocks: usize, seed: u64, specials: bool) -> Q8Weights {
+    let mut rng = Rng::new(seed);
+    let mut bytes = Vec::with_capacity(rows * blocks * 34);
+    for _ in 0..rows * blocks {
+        let pick = rng.next() % 64;
+        let d: u16 = match (specials, pick) {
+            (true, 0) => 0x0001 + (rng.next() % 0x3ff) as u16, // subnormal
+            (true, 1) => 0x8000 | (rng.next() % 0x400) as u16,  // -subnormal / -0
+            (true, 2) => 0x0000,
+            (true, 3) if rng.next() % 8 == 0 => 0x7c00,
+            (true, 4) if rng.next() % 8 == 0 => 0x7e01,
+            _ => {
+                let e = 0x1800 + (rng.next() % 0x1000) as u16; // ~2^-9 .. 2^-5
+                e | ((rng.next() % 2) as u16) << 15
+            }
+        };
+        bytes.extend_from_slice(&d.to_le_bytes());
+        for _ in 0..32 {
+            bytes.push(rng.next() as u8);
+        }
+    }
+    Q8Weights::from_bytes(bytes, rows, blocks * 32).expect("weights")
+}
+
+pub(super) fn random_activations(blocks: usize, batch: usize, seed: u64) -> Q8Activations {
+    let mut rng = Rng::new(seed);
+    let x: Vec<f32> = (0..blocks * 32 * batch).map(|_| rng.f32()).collect();
+    quantize_activations(&x, blocks * 32, batch).expect("activations")
+}
+
+#[test]
+fn reference_is_within_f32_bound_of_f64_dot() {
+    for (blocks, seed) in [(1usize, 1u64), (3, 2), (448, 3), (17, 4)] {
+        let w = random_weights(4, blocks, seed, false);
+        let x = random_activations(blocks, 1, seed + 100);
+        let row = blocks * 34;
+        for r in 0..4 {
+            let wr = &w.bytes()[r * row..(r + 1) * row];
+            let got = f64::from(dot_row(wr, x.bytes()));
+            let exact = dot_row_f64(wr, x.bytes());
+            // Per term: scale product and term product (2 roundings), then
+            // at most blocks/4 + 4 additions: relative 2^-24 each.
+            let steps = (blocks / 4 + 6) as f64;
+            let bound = abs_dot_row_f64(wr, x.bytes()) * steps * 2f64.powi(-23);
+            assert!(
+                (got - exact).abs() <= bound,
+                "blocks {blocks} row {r}: {got} vs {exact} (bound {bound})"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_geometry_is_refused_by_name() {
+    let arm = Q8MatvecArm;
+    let host = weft_kernel::Host::detect();
+    for (rows, cols, batch) in [(0u64, 32u64, 1u64), (4, 33, 1), (4, 0, 1), (4, 64, 0), (4, 64, 9)] {
+        let site = Site {
+            family: Family(FAMILY),
+            geometry: geometry(rows, cols, batch),
+        };
+        let e = arm.offer(&site, &host).unwrap_err();
+        assert_eq!(e.name(), "unsupported-geometry", "{rows}×{cols} batch {batch}");
+    }
+    let site = Site {
+        family: Family(FAMILY),
+        geometry: weft_kernel::Geometry::new().with("rows", 4),
+    };
+    assert_eq!(arm.offer(&site, &host).unwrap_err().name(), "missing-dimension");
+    let ok = Site {
+        family: Family(FAMILY),
+        geometry: geometry(4096, 14336, 1),
+    };
+    let offer = arm.offer(&ok, &host).expect("offer");
+    assert_eq!(offer.views.as_ref().map(|v| v.axis.as_str()), Some("rows"));
+    assert_eq!(offer.loops[2].trips, 448 / 4);
+    assert_eq!(arm.name(), ARM_NAME);
+}
+
+#[test]
+fn short_buffers_are_refused_at_construction() {
+    assert_eq!(
+        Q8Weights::from_bytes(vec![0; 67], 2, 32).unwrap_err().name(),
+        "bad-operand"
+    );
+    let w = random_weights(3, 2, 9, false);
+    let x = random_activations(2, 1, 10);
+    let x_wrong = random_activations(3, 1, 10);
+    let mut y = vec![0.0f32; 3];
+    assert!(Q8MatvecArgs::new(&w, &x, &mut y, 0..3).is_ok());
+    assert_eq!(
+        Q8MatvecArgs::new(&w, &x_wrong, &mut y, 0..3).unwrap_err().name(),
+        "bad-operand"
+    );
+    assert_eq!(
+        Q8MatvecArgs::new(&w, &x, &mut y[..2], 0..3).unwrap_err().name(),
+        "bad-operand"
+    );
+    assert_eq!(
+        Q8MatvecArgs::new(&w, &x, &mut y, 1..4).unwrap_err().name(),
+        "bad-operand"
+    );
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> Option<usize> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| !(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())))
+}
+
+/// Row counts × blocks per row of the brief, kept small in debug builds.
+pub(super) fn shapes() -> Vec<(usize, usize)> {
+    let mut v = Vec::new();
+    for rows in [1usize, 2, 3, 5, 4096] {
+        for blocks in [1usize, 2, 3, 448] {
+            if rows == 4096 && blocks == 448 {
+                continue;
+            }
+            v.push((rows, blocks));
+        }
+    }
+    v.extend([(4, 4), (7, 5), (9, 8), (6, 7)]);
+    v
+}
+
+#[test]
+fn arm_matches_reference_bit_for_bit() {
+    let k = Q8MatvecKernel::arm().expect("arm");
+    for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
+        for batch in [1usize, 3] {
+            if rows * blocks * batch > 20_000 && batch > 1 {
+                continue;
+            }
+            let w = random_weights(rows, blocks, 11 + i as u64, true);
+            let x = random_activations(blocks, batch, 77 + i as u64);
+            let mut want = vec![-9.0f32; rows * batch];
+            matvec(&w, &x, &mut want, 0..rows);
+            let mut got = vec![-9.0f32; rows * batch];
+            k.run(&w, &x, &mut got, 0..rows).expect("run");
+            if let Some(at) = same_bits(&want, &got) {
+                panic!(
+                    "rows {rows} blocks {blocks} batch {batch}: y[{at}] arm {:#010x} reference {:#010x}",
+                    got[at].to_bits(),
+                    want[at].to_bits()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
+    let k = Q8MatvecKernel::arm().expect("arm");
+    let (rows, blocks, batch) = (37usize, 9usize, 2usize);
+    let w = random_weights(rows, blocks, 5, true);
+    let x = random_activations(blocks, batch, 6);
+    let mut whole = vec![0.0f32; rows * batch];
+    k.run(&w, &x, &mut whole, 0..rows).expect("run");
+    let views = offer_for(rows as u64, blocks as u64 * 32, batch as u64)
+        .expect("offer")
+        .views
+        .expect("views");
+    for parts in [2u64, 3, 5] {
+        let mut split = vec![f32::from_bits(0xdead_beef); rows * batch];
+        for range in views.split(parts) {
+            let r = range.start as usize..range.end as usize;
+            let before = split.clone();
+            k.run(&w, &x, &mut split, r.clone()).expect("run");
+            for n in 0..batch {
+                for row in (0..rows).filter(|row| !r.contains(row)) {
+                    assert_eq!(split[n * rows + row].to_bits(), before[n * rows + row].to_bits());
+                }
+            }
+        }
+        assert_eq!(same_bits(&whole, &split), None, "{parts} parts");
+    }
+}
+
+#[test]
+fn arm_uses_vnni_dot_on_vnni_hosts() {
+    let host = weft_kernel::Host::detect();
+    let offer = offer_for(1, 32, 1).expect("offer");
+    let code = Q8MatvecArm.build(&offer, host.isa).expect("build");
+    if host.has(weft_kernel::Feature::AvxVnni) || host.has(weft_kernel::Feature::Avx512vnni) {
+        assert!(code.listing.contains("vpdpbusd"), "{}", code.listing);
+    }
+}
+
+#[test]
+fn arm_cross_compiles_for_the_other_isa() {
+    let host = weft_managed::Arch::host().expect("supported host");
+    let isa = match host.other() {
+        weft_managed::Arch::X86_64 => weft_kernel::Isa::X86_64,
+        weft_managed::Arch::Aarch64 => weft_kernel::Isa::Aarch64,
+    };
+    let offer = offer_for(1, 32, 1).expect("offer");
+    match Q8MatvecArm.build(&offer, isa) {
+        Ok(code) => assert!(!code.bytes.is_empty()),
+        // Baseline x64 (SSE2 only) may lack lowerings; a named refusal, not a crash.
+        Err(e) => assert_eq!(e.name(), "compile-error"),
+    }
+}

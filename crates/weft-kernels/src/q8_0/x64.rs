@@ -1,0 +1,1 @@
+//! x64 twins of `q8_0.matvec`.
