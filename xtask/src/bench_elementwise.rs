@@ -34,24 +34,30 @@ struct Candidate {
     runner: Runner,
 }
 
-/// The candidates for `f`: the arm, the twins (one line each once they
-/// exist), glibc.
+/// The candidates for `f`: the arm, glibc, then every twin the host runs
+/// (from `exhaustive::twin_kernels`).
 fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
     let arm = ElementwiseKernel::arm(f).map_err(|e| e.to_string())?;
-    Ok(vec![
+    let mut v = vec![
         Candidate {
             name: format!("{}.arm", f.name()),
             twin: false,
             runner: Runner::Kernel(arm),
         },
-        // Twins, e.g.:
-        // Candidate { name: format!("{}.twin.avx512", f.name()), twin: true, runner: Runner::Kernel(twin(f)?) },
         Candidate {
             name: format!("glibc {}f", f.name()),
             twin: false,
             runner: Runner::Glibc(f),
         },
-    ])
+    ];
+    for (name, k) in crate::exhaustive::twin_kernels(f) {
+        v.push(Candidate {
+            name: name.to_string(),
+            twin: true,
+            runner: Runner::Kernel(k),
+        });
+    }
+    Ok(v)
 }
 
 fn inputs(f: Func) -> Vec<f32> {

@@ -60,7 +60,7 @@ fn runnable(twin: &X64Twin, host: &Host) -> bool {
 }
 
 fn inputs(t: X64Twin) -> UnaryF32Inputs {
-    let lanes = t.tier.per_iteration();
+    let lanes = t.per_iteration();
     match t.func {
         TwinFunc::Exp => {
             let mut b: Vec<f32> = vec![
@@ -219,6 +219,37 @@ fn twins_match_the_reference_on_a_sweep_and_the_slow_path() {
     }
 }
 
+/// Each slow-path input at every position of two iterations, so that both
+/// halves' slow blocks (and what is parked around them) run.
+#[test]
+fn exp_slow_path_in_every_lane() {
+    let host = host();
+    for t in TWINS.iter().filter(|t| t.func == TwinFunc::Exp) {
+        if !runnable(t, &host) {
+            continue;
+        }
+        let k = place(*t, Abi::host());
+        let n = 2 * t.per_iteration();
+        for &u in &EXP_SLOW_INPUTS {
+            for pos in 0..n {
+                let mut xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 3.0).collect();
+                xs[pos] = f32::from_bits(u);
+                let mut out = vec![0f32; n];
+                k.run(&xs, &mut out).expect("runs");
+                for (x, y) in xs.iter().zip(&out) {
+                    let want = reference::exp_f32(*x);
+                    assert_eq!(
+                        want.to_bits(),
+                        y.to_bits(),
+                        "{} pos {pos} x {x:e}",
+                        t.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// In place (`input == output`), at every length up to three iterations.
 #[test]
 fn twins_work_in_place() {
@@ -229,7 +260,7 @@ fn twins_work_in_place() {
         }
         let k = place(t, Abi::host());
         let f = func(t).reference();
-        for len in 0..=3 * t.tier.per_iteration() {
+        for len in 0..=3 * t.per_iteration() {
             let xs: Vec<f32> = (0..len).map(|i| i as f32 * 0.37 - 2.0).collect();
             let mut data = xs.clone();
             k.run_in_place(&mut data);

@@ -292,7 +292,8 @@ pub struct ArmCode {
     /// The machine code, exactly as Cranelift emitted it (constant pool
     /// included, at the end).
     pub bytes: Vec<u8>,
-    /// A disassembly: x64 via iced-x86 (Intel syntax), arm64 as hex words.
+    /// A disassembly: x64 via iced-x86 (Intel syntax), arm64 via weft-a64
+    /// (words it does not know as `.word`).
     pub listing: String,
 }
 
@@ -357,11 +358,15 @@ pub fn listing(arch: Arch, bytes: &[u8]) -> String {
             }
         }
         Arch::Aarch64 => {
-            // weft-a64's decoder is not available yet: hex words.
+            // weft-a64 decodes the forms it knows; others (and Cranelift's
+            // constant pool) stay as `.word`.
             for (i, w) in bytes.chunks(4).enumerate() {
                 let mut word = [0u8; 4];
                 word[..w.len()].copy_from_slice(w);
-                let _ = writeln!(out, "{:06x}  {:08x}", i * 4, u32::from_le_bytes(word));
+                let word = u32::from_le_bytes(word);
+                let text = weft_a64::decode(word)
+                    .map_or_else(|| format!(".word {word:#010x}"), |inst| inst.to_string());
+                let _ = writeln!(out, "{:06x}  {word:08x}  {text}", i * 4);
             }
         }
     }

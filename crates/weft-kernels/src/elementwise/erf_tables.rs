@@ -1,6 +1,6 @@
 //! erf coefficient tables, reproduced (as bit patterns) from CORE-MATH's
 //! `cr_erff` (src/binary32/erf/erff.c, Copyright (c) 2022 Alexei Sibidanov,
-//! MIT licence, https://core-math.gitlabpages.inria.fr/). Coefficients are
+//! MIT licence, <https://core-math.gitlabpages.inria.fr/>). Coefficients are
 //! facts; the evaluation order is documented in the parent module.
 
 /// `|x| < ERF_Z_SMALL` (0.4375) uses the odd polynomial [`ERF_SMALL`].

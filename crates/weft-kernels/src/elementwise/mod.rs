@@ -64,6 +64,11 @@
 //! slow path does not decide would be counted by `cargo xtask exhaustive
 //! exp`; none exist.
 //!
+//! Measured over all 2^32 inputs (`cargo xtask exhaustive exp`): exactly
+//! three take the slow path (bits `0xbae0e25c`, `0xbbf0edf1`,
+//! `0xc16912cd`), none is undecided, and every result equals MPFR's
+//! correctly rounded value.
+//!
 //! # erf algorithm
 //!
 //! After CORE-MATH's `cr_erff` (Alexei Sibidanov, 2022, MIT licence; the
@@ -81,13 +86,14 @@
 //!   coefficients `ERF_C[i]`, result `copysign(c0, x)`.
 //! - Then narrow to f32 once. Exhaustive checking (`cargo xtask exhaustive
 //!   erf`) is the proof of correct rounding; inputs it finds misrounded are
-//!   listed in [`table::ERF_EXCEPTIONS`].
+//!   listed in [`table::ERF_EXCEPTIONS`]. With this evaluation order and no
+//!   FMA it finds none over all 2^32 inputs, so the list is empty and
+//!   erf has no slow path and no per-lane mask.
 
 pub mod arm;
 pub mod reference;
 pub mod x64;
 // Twins, added by their authors:
-// pub mod x64;
 // pub mod a64;
 
 /// The arguments of every elementwise kernel (`extern "C" fn(*const

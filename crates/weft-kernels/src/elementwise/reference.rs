@@ -40,6 +40,7 @@ pub trait Lanes {
     /// Reinterpret binary64 bits as an integer.
     fn bits(&mut self, a: Self::F) -> Self::I;
     /// Reinterpret an integer as binary64 bits.
+    #[allow(clippy::wrong_self_convention)] // named after `f64::from_bits`
     fn from_bits(&mut self, a: Self::I) -> Self::F;
     /// Wrapping `a + b`.
     fn iadd(&mut self, a: Self::I, b: Self::I) -> Self::I;
@@ -482,7 +483,7 @@ pub fn erf_eval<L: Lanes>(l: &mut L, x: L::F) -> L::F {
     let z2 = l.mul(x, x);
     let z4 = l.mul(z2, z2);
     let z8 = l.mul(z4, z4);
-    let p = table::ERF_SMALL.map(|b| f64::from_bits(b));
+    let p = table::ERF_SMALL.map(f64::from_bits);
     let pc = [
         l.c(p[0]),
         l.c(p[1]),

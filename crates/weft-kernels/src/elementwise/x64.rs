@@ -1,6 +1,9 @@
 //! x64 twins of the elementwise family: `exp` and `erf` on an AVX2 tier
-//! (ymm: 4 binary64 lanes; 4 f32 per loop iteration) and an AVX-512 tier
-//! (zmm: 8 binary64 lanes; 16 f32 per iteration as two interleaved halves).
+//! (ymm: 4 binary64 lanes per register) and an AVX-512 tier (zmm: 8 lanes).
+//! A loop iteration is two interleaved register-wide halves (8 f32 on
+//! AVX2, 16 on AVX-512), except erf on AVX2 (one half: its coefficients
+//! fill the 16 registers). Values live across a half's slow block but
+//! unused in it are parked in the frame while it runs.
 //!
 //! One job: emit, for the arm's offer, a body that computes exactly the
 //! binary64 operations of the contract (parent module), in the same order,
@@ -493,20 +496,6 @@ impl Tier {
             Tier::Avx512 => 8,
         }
     }
-    /// Steps (halves) per loop iteration: two on AVX-512 (16 f32), one on
-    /// AVX2 (4 f32; two halves do not fit 16 registers without spilling).
-    pub fn halves(self) -> usize {
-        match self {
-            Tier::Avx2 => 1,
-            Tier::Avx512 => 2,
-        }
-    }
-
-    /// f32 elements per loop iteration.
-    pub fn per_iteration(self) -> usize {
-        self.halves() * self.lanes()
-    }
-
     /// Vector registers the allocator may hand out (scratch registers excluded).
     fn vec_pool(self) -> Vec<u8> {
         match self {
@@ -568,6 +557,10 @@ enum Loc {
     Home(Home),
 }
 
+/// One slow block's parking: its `SkipIfAll` index, its `Join` index, and
+/// `(register, offset)` of each parked value.
+type Parked = (usize, usize, Vec<(u8, i32)>);
+
 struct Plan {
     locs: Vec<Loc>,
     /// Fast-path constants, most used first.
@@ -576,6 +569,12 @@ struct Plan {
     slot_area: i32,
     /// Highest vector register number used, plus one.
     vec_high: u8,
+    /// Per slow block (`SkipIfAll` index, `Join` index): the registers of
+    /// values live across it but unused in it, parked in the frame (at
+    /// these offsets past the constant slots) while the block runs.
+    parked: Vec<Parked>,
+    /// Bytes of the parking area.
+    park_area: i32,
 }
 
 /// Constant bit patterns used before the first `SkipIfAll` (the fast path),
@@ -627,8 +626,8 @@ fn fuse_rows(ops: &[(Op, Kind)]) -> (Vec<(Op, Kind)>, Vec<usize>) {
             .unwrap_or(ops.len());
         // Group the run by index value, in first-appearance order.
         let mut groups: Vec<(Val, Vec<usize>)> = Vec::new();
-        for k in i..end {
-            if let Op::Tab(_, j) = ops[k].0 {
+        for (k, (op, _)) in ops.iter().enumerate().take(end).skip(i) {
+            if let Op::Tab(_, j) = *op {
                 match groups.iter_mut().find(|(g, _)| *g == j) {
                     Some((_, m)) => m.push(k),
                     None => groups.push((j, vec![k])),
@@ -710,6 +709,12 @@ fn allocate(tier: Tier, ops: &[(Op, Kind)], hoisted: usize) -> Result<Plan, Stri
         Loc::None | Loc::Home(_) => {}
     };
     let mut in_slow = false;
+    let mut parked: Vec<Parked> = Vec::new();
+    let mut park_area = 0;
+    let park_bytes = match tier {
+        Tier::Avx2 => 32,
+        Tier::Avx512 => 64,
+    };
     for (i, (op, kind)) in ops.iter().enumerate() {
         let operands = op.operands();
         if in_slow {
@@ -740,6 +745,15 @@ fn allocate(tier: Tier, ops: &[(Op, Kind)], hoisted: usize) -> Result<Plan, Stri
             }
         }
         if let Op::Join = op {
+            // Parked values come back (reloaded by the lowering).
+            if let Some((_, _, regs)) = parked.last() {
+                for (r, _) in regs {
+                    let Some(at) = vec_free.iter().position(|f| f == r) else {
+                        return Err(format!("parked register {r} still busy at the join"));
+                    };
+                    vec_free.swap_remove(at);
+                }
+            }
             // The hoisted constants come back (reloaded by the lowering).
             for r in &hoisted_regs {
                 let Some(at) = vec_free.iter().position(|f| f == r) else {
@@ -790,6 +804,25 @@ fn allocate(tier: Tier, ops: &[(Op, Kind)], hoisted: usize) -> Result<Plan, Stri
             // The slow path may use the hoisted registers; it reads slots.
             vec_free.extend(hoisted_regs.iter().copied());
             in_slow = true;
+            // Values live across the block but unused in it are parked.
+            let join = (i..ops.len())
+                .find(|&k| matches!(ops[k].0, Op::Join))
+                .ok_or_else(|| format!("op {i}: a skip without a join"))?;
+            let used_inside: Vec<Val> = ops[i + 1..=join]
+                .iter()
+                .flat_map(|(o, _)| o.operands())
+                .collect();
+            let mut regs = Vec::new();
+            for v in 0..i {
+                if last[v] > join && !used_inside.contains(&Val(v as u32)) {
+                    if let Loc::Vec(r) = locs[v] {
+                        regs.push((r, regs.len() as i32 * park_bytes));
+                        vec_free.push(r);
+                    }
+                }
+            }
+            park_area = park_area.max(regs.len() as i32 * park_bytes);
+            parked.push((i, join, regs));
         }
     }
     Ok(Plan {
@@ -797,6 +830,8 @@ fn allocate(tier: Tier, ops: &[(Op, Kind)], hoisted: usize) -> Result<Plan, Stri
         homes,
         slot_area,
         vec_high,
+        parked,
+        park_area,
     })
 }
 
@@ -1286,6 +1321,7 @@ impl Lower<'_> {
                         a.jb(join).map_err(iced("a lane test"))?;
                     }
                 }
+                self.park(e, i, true)?;
             }
             Op::Join => {
                 let mut join = self
@@ -1293,7 +1329,16 @@ impl Lower<'_> {
                     .take()
                     .ok_or_else(|| Fail("lowering: a join without a skip".into()))?;
                 // Only the slow path gets here before the label: give the
-                // hoisted constants their registers back.
+                // parked values and the hoisted constants their registers back.
+                let skip = self
+                    .plan
+                    .parked
+                    .iter()
+                    .find(|(_, j, _)| *j == i)
+                    .map(|(s, _, _)| *s);
+                if let Some(skip) = skip {
+                    self.park(e, skip, false)?;
+                }
                 for h in &self.plan.homes {
                     if let Some(r) = h.reg {
                         let o = SLOTS + h.slot;
@@ -1327,6 +1372,27 @@ impl Lower<'_> {
                 }
                 .map_err(iced("the output store"))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Saves (`save`) or restores the registers parked around the slow
+    /// block that starts at op `skip`.
+    fn park(&self, e: &mut Emitter, skip: usize, save: bool) -> Result<(), Fail> {
+        let Some((_, _, regs)) = self.plan.parked.iter().find(|(s, _, _)| *s == skip) else {
+            return Ok(());
+        };
+        let base = SLOTS + self.plan.slot_area;
+        let a = e.asm();
+        for &(r, o) in regs {
+            let r = r as usize;
+            match (self.tier, save) {
+                (Tier::Avx2, true) => a.vmovdqu(ymmword_ptr(rsp + base + o), YMM[r]),
+                (Tier::Avx2, false) => a.vmovdqu(YMM[r], ymmword_ptr(rsp + base + o)),
+                (Tier::Avx512, true) => a.vmovdqu64(zmmword_ptr(rsp + base + o), ZMM[r]),
+                (Tier::Avx512, false) => a.vmovdqu64(ZMM[r], zmmword_ptr(rsp + base + o)),
+            }
+            .map_err(iced("a parked register"))?;
         }
         Ok(())
     }
@@ -1464,13 +1530,13 @@ impl Lower<'_> {
 }
 
 /// Emits the whole body for `rec`'s step at `tier` under `abi`.
-fn emit_body(tier: Tier, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
+fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
     let (fused, rows) = fuse_rows(&rec.ops);
     let ops = &fused;
     let plan = plan(tier, ops)?;
-    let lanes = tier.per_iteration() as i32;
+    let lanes = (halves * tier.lanes()) as i32;
     let step_bytes = 4 * lanes;
-    let frame = SLOTS + plan.slot_area;
+    let frame = SLOTS + plan.slot_area + plan.park_area;
     if frame > 4000 {
         return Err(Fail(format!(
             "{frame} bytes of frame would need a stack probe"
@@ -1646,19 +1712,36 @@ const AVX512_FEATURES: &[Feature] = &[
 ];
 
 impl X64Twin {
+    /// Halves (register-wide steps) per loop iteration: two, interleaved,
+    /// except erf on AVX2, whose eight live coefficients per half leave no
+    /// room in 16 registers for a second half.
+    pub fn halves(self) -> usize {
+        match (self.func, self.tier) {
+            (TwinFunc::Erf, Tier::Avx2) => 1,
+            _ => 2,
+        }
+    }
+
+    /// f32 elements per loop iteration.
+    pub fn per_iteration(self) -> usize {
+        self.halves() * self.tier.lanes()
+    }
+
     /// The steps this twin records (exposed for tests and listings).
     fn record(self) -> Recorder {
         match self.func {
-            TwinFunc::Exp => record_exp(self.tier.halves() == 2),
-            TwinFunc::Erf => record_erf(self.tier.halves() == 2),
+            TwinFunc::Exp => record_exp(self.halves() == 2),
+            TwinFunc::Erf => record_erf(self.halves() == 2),
         }
     }
 
     /// The body for `abi` (the host's is what [`Twin::emit`] gives; the
     /// other is for tests that call it through `extern "win64"`).
     pub fn emit_for(self, abi: Abi) -> Result<NativeCode, Refusal> {
-        emit_body(self.tier, abi, &self.record()).map_err(|Fail(e)| Refusal::EmitError {
-            message: format!("{}: {e}", Twin::name(&self)),
+        emit_body(self.tier, self.halves(), abi, &self.record()).map_err(|Fail(e)| {
+            Refusal::EmitError {
+                message: format!("{}: {e}", Twin::name(&self)),
+            }
         })
     }
 }

@@ -155,7 +155,9 @@ pub fn build_function(target: &Target) -> Function {
     let row_body = b.create_block();
     let quad_head = b.create_block();
     let quad_body = b.create_block();
-    let tails: Vec<_> = (0..3).map(|_| (b.create_block(), b.create_block())).collect();
+    let tails: Vec<_> = (0..3)
+        .map(|_| (b.create_block(), b.create_block()))
+        .collect();
     let fin = b.create_block();
     let n_next = b.create_block();
     let exit = b.create_block();
@@ -266,7 +268,9 @@ pub fn build_function(target: &Target) -> Function {
     for (g, &(test, body)) in tails.iter().enumerate() {
         let next = tails.get(g + 1).map(|t| t.0).unwrap_or(fin);
         b.switch_to_block(test);
-        let has = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, rem, g as i64);
+        let has = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThan, rem, g as i64);
         b.ins().brif(has, body, &[], fin, &[]);
         b.switch_to_block(body);
         let pw = b.use_var(var_pw);
@@ -493,6 +497,61 @@ impl Q8MatvecKernel {
         // row_start..row_end and of the `batch` vectors, writes only their
         // outputs, and returns.
         unsafe { Self::from_native(&code) }
+    }
+
+    /// `Y = W·X` for every row, the rows split by `views` into at most
+    /// `threads` ranges run on scoped threads; bit-identical to one call
+    /// (every output is computed by exactly one range, in the contract's
+    /// order). Lengths are checked once, for the whole call.
+    pub fn run_threaded(
+        &self,
+        weights: &super::Q8Weights,
+        x: &super::Q8Activations,
+        y: &mut [f32],
+        views: &MemberViews,
+        threads: u64,
+    ) -> Result<(), Refusal> {
+        let whole = Q8MatvecArgs::new(weights, x, y, 0..weights.rows())?;
+        if views.axis != "rows" || views.extent != weights.rows() as u64 {
+            return Err(Refusal::BadOperand {
+                operand: "views".to_owned(),
+                reason: format!(
+                    "{} of extent {} does not split these {} rows",
+                    views.axis,
+                    views.extent,
+                    weights.rows()
+                ),
+            });
+        }
+        /// One range's arguments, sent to its thread.
+        struct Part(Q8MatvecArgs);
+        // SAFETY: the pointers in a `Part` point into `weights`, `x` and
+        // `y`, which outlive the scope below; the parts' row ranges are
+        // disjoint, and a body writes only the outputs of its own rows, so
+        // no two threads write the same f32 and none writes what another
+        // reads.
+        unsafe impl Send for Part {}
+        let parts: Vec<Part> = views
+            .split(threads)
+            .into_iter()
+            .map(|r| {
+                Part(Q8MatvecArgs {
+                    row_start: r.start as usize,
+                    row_end: r.end as usize,
+                    ..whole
+                })
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            for part in parts {
+                let kernel = &self.kernel;
+                scope.spawn(move || {
+                    let part = part;
+                    kernel.call(&part.0);
+                });
+            }
+        });
+        Ok(())
     }
 
     /// `Y = W·X` for rows `rows`, lengths checked.

@@ -138,9 +138,9 @@ pub fn quantize_row_into(x: &[f32], out: &mut Vec<u8>) -> Result<(), FormatError
     }
     out.reserve(x.len() / BLOCK_LEN * BLOCK_BYTES);
     for chunk in x.chunks_exact(BLOCK_LEN) {
-        let block: &[f32; BLOCK_LEN] = chunk.try_into().map_err(|_| FormatError::Ragged {
-            len: x.len(),
-        })?;
+        let block: &[f32; BLOCK_LEN] = chunk
+            .try_into()
+            .map_err(|_| FormatError::Ragged { len: x.len() })?;
         out.extend_from_slice(&quantize_block(block).to_bytes());
     }
     Ok(())

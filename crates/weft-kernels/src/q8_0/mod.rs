@@ -54,7 +54,9 @@ mod tests;
 
 use std::ops::Range;
 
-use weft_kernel::{ArithmeticContract, Contract, FmaUse, Geometry, NanRule, ReductionOrder, Refusal};
+use weft_kernel::{
+    ArithmeticContract, Contract, FmaUse, Geometry, NanRule, ReductionOrder, Refusal,
+};
 
 pub use block::{BlockQ8_0, BLOCK_BYTES, BLOCK_LEN};
 
@@ -297,7 +299,11 @@ impl Q8Activations {
 /// The activation-quantisation kernel (scalar reference): `batch` f32
 /// vectors of `cols` values each (`x[n · cols + i]`) to Q8_0. Its rounding
 /// is the weight quantiser's, bit for bit ([`block::quantize_block`]).
-pub fn quantize_activations(x: &[f32], cols: usize, batch: usize) -> Result<Q8Activations, Refusal> {
+pub fn quantize_activations(
+    x: &[f32],
+    cols: usize,
+    batch: usize,
+) -> Result<Q8Activations, Refusal> {
     check_geometry(1, cols as u64, batch as u64)?;
     if x.len() != cols * batch {
         return Err(bad("x", format!("{} values for {batch}×{cols}", x.len())));

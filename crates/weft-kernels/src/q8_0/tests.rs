@@ -34,7 +34,10 @@ fn ties_round_half_away_from_zero() {
 fn negative_max_sets_the_scale() {
     // amax = 254 from a negative value: d = 2 (0x4000), id = 0.5.
     let b = quantize_block(&block_of(&[127.0, 1.0, -3.0, 0.0, 0.0, 0.0, 0.0, -254.0]));
-    assert_eq!(b.to_bytes(), bytes_of(0x4000, &[64, 1, -2, 0, 0, 0, 0, -127]));
+    assert_eq!(
+        b.to_bytes(),
+        bytes_of(0x4000, &[64, 1, -2, 0, 0, 0, 0, -127])
+    );
 }
 
 #[test]
@@ -82,7 +85,9 @@ fn block_bytes_round_trip_and_rows_need_multiples_of_32() {
 
 #[test]
 fn activation_quantiser_is_the_weight_quantiser() {
-    let x: Vec<f32> = (0..96).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+    let x: Vec<f32> = (0..96)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+        .collect();
     let a = quantize_activations(&x, 96, 1).expect("quantise");
     assert_eq!(a.bytes(), quantize_row(&x).expect("row").as_slice());
     let two = quantize_activations(&[x.clone(), x].concat(), 96, 2).expect("batch 2");
@@ -126,10 +131,10 @@ pub(super) fn random_weights(rows: usize, blocks: usize, seed: u64, specials: bo
         let pick = rng.next() % 64;
         let d: u16 = match (specials, pick) {
             (true, 0) => 0x0001 + (rng.next() % 0x3ff) as u16, // subnormal
-            (true, 1) => 0x8000 | (rng.next() % 0x400) as u16,  // -subnormal / -0
+            (true, 1) => 0x8000 | (rng.next() % 0x400) as u16, // -subnormal / -0
             (true, 2) => 0x0000,
-            (true, 3) if rng.next() % 8 == 0 => 0x7c00,
-            (true, 4) if rng.next() % 8 == 0 => 0x7e01,
+            (true, 3) if rng.next().is_multiple_of(8) => 0x7c00,
+            (true, 4) if rng.next().is_multiple_of(8) => 0x7e01,
             _ => {
                 let e = 0x1800 + (rng.next() % 0x1000) as u16; // ~2^-9 .. 2^-5
                 e | ((rng.next() % 2) as u16) << 15
@@ -175,19 +180,32 @@ fn reference_is_within_f32_bound_of_f64_dot() {
 fn bad_geometry_is_refused_by_name() {
     let arm = Q8MatvecArm;
     let host = weft_kernel::Host::detect();
-    for (rows, cols, batch) in [(0u64, 32u64, 1u64), (4, 33, 1), (4, 0, 1), (4, 64, 0), (4, 64, 9)] {
+    for (rows, cols, batch) in [
+        (0u64, 32u64, 1u64),
+        (4, 33, 1),
+        (4, 0, 1),
+        (4, 64, 0),
+        (4, 64, 9),
+    ] {
         let site = Site {
             family: Family(FAMILY),
             geometry: geometry(rows, cols, batch),
         };
         let e = arm.offer(&site, &host).unwrap_err();
-        assert_eq!(e.name(), "unsupported-geometry", "{rows}×{cols} batch {batch}");
+        assert_eq!(
+            e.name(),
+            "unsupported-geometry",
+            "{rows}×{cols} batch {batch}"
+        );
     }
     let site = Site {
         family: Family(FAMILY),
         geometry: weft_kernel::Geometry::new().with("rows", 4),
     };
-    assert_eq!(arm.offer(&site, &host).unwrap_err().name(), "missing-dimension");
+    assert_eq!(
+        arm.offer(&site, &host).unwrap_err().name(),
+        "missing-dimension"
+    );
     let ok = Site {
         family: Family(FAMILY),
         geometry: geometry(4096, 14336, 1),
@@ -201,7 +219,9 @@ fn bad_geometry_is_refused_by_name() {
 #[test]
 fn short_buffers_are_refused_at_construction() {
     assert_eq!(
-        Q8Weights::from_bytes(vec![0; 67], 2, 32).unwrap_err().name(),
+        Q8Weights::from_bytes(vec![0; 67], 2, 32)
+            .unwrap_err()
+            .name(),
         "bad-operand"
     );
     let w = random_weights(3, 2, 9, false);
@@ -210,11 +230,15 @@ fn short_buffers_are_refused_at_construction() {
     let mut y = vec![0.0f32; 3];
     assert!(Q8MatvecArgs::new(&w, &x, &mut y, 0..3).is_ok());
     assert_eq!(
-        Q8MatvecArgs::new(&w, &x_wrong, &mut y, 0..3).unwrap_err().name(),
+        Q8MatvecArgs::new(&w, &x_wrong, &mut y, 0..3)
+            .unwrap_err()
+            .name(),
         "bad-operand"
     );
     assert_eq!(
-        Q8MatvecArgs::new(&w, &x, &mut y[..2], 0..3).unwrap_err().name(),
+        Q8MatvecArgs::new(&w, &x, &mut y[..2], 0..3)
+            .unwrap_err()
+            .name(),
         "bad-operand"
     );
     assert_eq!(
@@ -269,6 +293,41 @@ fn arm_matches_reference_bit_for_bit() {
     }
 }
 
+/// One row per binary16 pattern: W row `h` is scale `h`, quants `[1, 0, …]`;
+/// X is scale 1.0, quants `[1, 0, …]`; so `y[h]` is `f32(h)` (with `-0`
+/// becoming `+0`; NaN for NaN and, through `0 · inf` in the lanes with
+/// `q = 0`, for ±inf): the arm's integer widening, exhaustively.
+pub(super) fn every_scale_case() -> (Q8Weights, Q8Activations) {
+    let mut bytes = Vec::with_capacity(65536 * 34);
+    for h in 0..=u16::MAX {
+        bytes.extend_from_slice(&bytes_of(h, &[1]));
+    }
+    let w = Q8Weights::from_bytes(bytes, 65536, 32).expect("weights");
+    let x = Q8Activations::from_bytes(bytes_of(0x3c00, &[1]).to_vec(), 32, 1).expect("x");
+    (w, x)
+}
+
+#[test]
+fn arm_widens_every_fp16_scale_exactly() {
+    let (w, x) = every_scale_case();
+    let mut got = vec![0.0f32; 65536];
+    Q8MatvecKernel::arm()
+        .expect("arm")
+        .run(&w, &x, &mut got, 0..65536)
+        .expect("run");
+    for (h, y) in got.iter().enumerate() {
+        let d = f16_to_f32(h as u16);
+        // Lanes with q = 0 give 0 · inf = NaN for infinite scales.
+        let want = if d.is_infinite() { f32::NAN } else { d + 0.0 };
+        assert!(
+            y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+            "scale {h:#06x}: arm {:#010x}, want {:#010x}",
+            y.to_bits(),
+            want.to_bits()
+        );
+    }
+}
+
 #[test]
 fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
     let k = Q8MatvecKernel::arm().expect("arm");
@@ -289,12 +348,44 @@ fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
             k.run(&w, &x, &mut split, r.clone()).expect("run");
             for n in 0..batch {
                 for row in (0..rows).filter(|row| !r.contains(row)) {
-                    assert_eq!(split[n * rows + row].to_bits(), before[n * rows + row].to_bits());
+                    assert_eq!(
+                        split[n * rows + row].to_bits(),
+                        before[n * rows + row].to_bits()
+                    );
                 }
             }
         }
         assert_eq!(same_bits(&whole, &split), None, "{parts} parts");
     }
+}
+
+#[test]
+fn threaded_row_splits_are_bit_identical_to_one_call() {
+    let k = Q8MatvecKernel::arm().expect("arm");
+    let (rows, blocks, batch) = (301usize, 13usize, 3usize);
+    let w = random_weights(rows, blocks, 61, true);
+    let x = random_activations(blocks, batch, 62);
+    let mut whole = vec![0.0f32; rows * batch];
+    k.run(&w, &x, &mut whole, 0..rows).expect("run");
+    let views = offer_for(rows as u64, blocks as u64 * 32, batch as u64)
+        .expect("offer")
+        .views
+        .expect("views");
+    for threads in [2u64, 3, 8] {
+        let mut split = vec![f32::NAN; rows * batch];
+        k.run_threaded(&w, &x, &mut split, &views, threads)
+            .expect("run");
+        assert_eq!(same_bits(&whole, &split), None, "{threads} threads");
+    }
+    let mut wrong = views.clone();
+    wrong.extent += 1;
+    let mut y = vec![0.0f32; rows * batch];
+    assert_eq!(
+        k.run_threaded(&w, &x, &mut y, &wrong, 2)
+            .unwrap_err()
+            .name(),
+        "bad-operand"
+    );
 }
 
 #[test]
@@ -320,4 +411,311 @@ fn arm_cross_compiles_for_the_other_isa() {
         // Baseline x64 (SSE2 only) may lack lowerings; a named refusal, not a crash.
         Err(e) => assert_eq!(e.name(), "compile-error"),
     }
+}
+
+mod twin_tests {
+    use super::super::x64::{Q8MatvecX64, Tier, TWINS};
+    use super::*;
+    use weft_kernel::{Kernel, Offer, Refusal, Twin};
+    use weft_validate::{validate, Element, Outcome, Outputs, Validation, CANARY_F32};
+
+    /// One case: weights, activations and the rows to compute.
+    struct Case {
+        w: Q8Weights,
+        x: Q8Activations,
+        rows: std::ops::Range<usize>,
+    }
+
+    /// Validation of `q8_0.matvec` twins on the brief's shapes.
+    struct Q8Validation;
+
+    // SAFETY: `Args` is the `#[repr(C)]` struct of contracts naming
+    // ARGS_NAME, and `run` calls a kernel only with args built by
+    // `Q8MatvecArgs::new`, which checks every extent against the buffers
+    // that live across the call.
+    unsafe impl Validation for Q8Validation {
+        type Args = Q8MatvecArgs;
+        type Case = Case;
+
+        fn args_name(&self) -> &str {
+            ARGS_NAME
+        }
+
+        fn cases(&self, _offer: &Offer, seed: u64) -> Vec<Case> {
+            let mut out = Vec::new();
+            for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
+                let s = seed.wrapping_add(1000 * i as u64);
+                let batches: &[usize] = if rows * blocks <= 4096 { &[1, 3] } else { &[1] };
+                for &batch in batches {
+                    out.push(Case {
+                        w: random_weights(rows, blocks, s, true),
+                        x: random_activations(blocks, batch, s + 1),
+                        rows: 0..rows,
+                    });
+                }
+            }
+            // A member view that starts inside W.
+            out.push(Case {
+                w: random_weights(11, 6, seed + 7, true),
+                x: random_activations(6, 2, seed + 8),
+                rows: 3..10,
+            });
+            out
+        }
+
+        fn run(&self, kernel: &Kernel<Q8MatvecArgs>, case: &Case) -> Result<Outputs, Refusal> {
+            let n = case.x.batch() * case.w.rows();
+            let mut y = vec![f32::from_bits(CANARY_F32); n];
+            let args = Q8MatvecArgs::new(&case.w, &case.x, &mut y, case.rows.clone())?;
+            kernel.call(&args);
+            let mut out = Outputs::from_f32(y);
+            out.element = Element::F32;
+            Ok(out)
+        }
+
+        fn describe_input(&self, case: &Case, index: usize) -> String {
+            let rows = case.w.rows();
+            format!(
+                "rows {rows} blocks {} batch {} range {:?}: vector {} row {}",
+                case.w.blocks(),
+                case.x.batch(),
+                case.rows,
+                index / rows,
+                index % rows
+            )
+        }
+    }
+
+    fn arm_code(offer: &Offer) -> weft_kernel::NativeCode {
+        Q8MatvecArm
+            .build(offer, weft_kernel::Host::detect().isa)
+            .expect("arm builds")
+    }
+
+    #[test]
+    fn every_twin_the_host_can_run_matches_the_arm_bit_for_bit() {
+        let host = weft_kernel::Host::detect();
+        let offer = offer_for(4096, 448 * 32, 1).expect("offer");
+        let arm = arm_code(&offer);
+        let mut accepted = 0;
+        for twin in TWINS {
+            match validate(&twin, &arm, &offer, &host, &Q8Validation, 42) {
+                Outcome::Accepted(v) => {
+                    assert!(v.words > 0);
+                    accepted += 1;
+                }
+                Outcome::Refused(Refusal::MissingFeature { .. }) => {}
+                Outcome::Refused(r) => panic!("{}: {r}", twin.name()),
+            }
+        }
+        if host.has(weft_kernel::Feature::Avx512vnni) {
+            assert_eq!(accepted, TWINS.len());
+        }
+    }
+
+    #[test]
+    fn twins_need_only_the_features_they_declare() {
+        for twin in TWINS {
+            let emitted = twin.emit_body().expect("emits");
+            let used: Vec<String> = emitted
+                .cpuid_features()
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect();
+            // Baseline x86-64 (SSE/SSE2: prefetcht0, the GPR code) plus the
+            // tier's own features.
+            let allowed: &[&str] = match twin.tier() {
+                Tier::Avx2 => &[
+                    "X64",
+                    "CMOV",
+                    "AVX",
+                    "AVX2",
+                    "F16C",
+                    "SSE",
+                    "SSE2",
+                    "INTEL386",
+                    "INTEL8086",
+                ],
+                Tier::Avx512Vnni => &[
+                    "X64",
+                    "CMOV",
+                    "AVX",
+                    "AVX2",
+                    "F16C",
+                    "SSE",
+                    "SSE2",
+                    "INTEL386",
+                    "INTEL8086",
+                    "AVX512F",
+                    "AVX512VL",
+                    "AVX512BW",
+                    "AVX512_VNNI",
+                ],
+            };
+            for u in &used {
+                assert!(allowed.contains(&u.as_str()), "{}: uses {u}", twin.name());
+            }
+            assert!(
+                !emitted.listing.to_string().contains("vfmadd"),
+                "{}: the contract has no FMA",
+                twin.name()
+            );
+            if twin.tier() == Tier::Avx512Vnni {
+                let text = emitted.listing.to_string();
+                assert!(text.contains("vpdpbusd zmm"), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn twin_row_splits_are_bit_identical_to_one_call() {
+        let host = weft_kernel::Host::detect();
+        let (rows, blocks, batch) = (23usize, 7usize, 2usize);
+        let w = random_weights(rows, blocks, 31, true);
+        let x = random_activations(blocks, batch, 32);
+        let offer = offer_for(rows as u64, blocks as u64 * 32, batch as u64).expect("offer");
+        let views = offer.views.clone().expect("views");
+        for twin in TWINS {
+            if weft_kernel::require_features(&host, twin.requires()).is_err() {
+                continue;
+            }
+            let code = twin.emit(&offer).expect("emit");
+            // SAFETY: a q8_0.matvec twin body honours the leaf ABI for
+            // Q8MatvecArgs (validated against the arm above).
+            let k = unsafe { Q8MatvecKernel::from_native(&code) }.expect("place");
+            let mut whole = vec![0.0f32; rows * batch];
+            k.run(&w, &x, &mut whole, 0..rows).expect("run");
+            for parts in [2u64, 3, 4, 7] {
+                let mut split = vec![f32::NAN; rows * batch];
+                for r in views.split(parts) {
+                    k.run(&w, &x, &mut split, r.start as usize..r.end as usize)
+                        .expect("run");
+                }
+                assert_eq!(same_bits(&whole, &split), None, "{} {parts}", twin.name());
+            }
+        }
+    }
+
+    #[test]
+    fn win64_twins_match_the_arm_when_called_as_win64() {
+        let host = weft_kernel::Host::detect();
+        let (rows, blocks, batch) = (9usize, 7usize, 2usize);
+        let w = random_weights(rows, blocks, 51, true);
+        let x = random_activations(blocks, batch, 52);
+        let mut want = vec![0.0f32; rows * batch];
+        Q8MatvecKernel::arm()
+            .expect("arm")
+            .run(&w, &x, &mut want, 0..rows)
+            .expect("run");
+        for twin in TWINS {
+            if weft_kernel::require_features(&host, twin.requires()).is_err() {
+                continue;
+            }
+            let twin = twin.with_abi(weft_x64::Abi::Win64);
+            let code = twin.emit_body().expect("emit");
+            let placed = weft_jitmem::place(&code.bytes).expect("place");
+            let mut got = vec![0.0f32; rows * batch];
+            let args = Q8MatvecArgs::new(&w, &x, &mut got, 0..rows).expect("args");
+            // SAFETY: the body was emitted for the Win64 convention with the
+            // leaf ABI for Q8MatvecArgs; `args` was checked against the
+            // buffers, which outlive the call; `placed` stays mapped.
+            unsafe {
+                let f: unsafe extern "win64" fn(*const Q8MatvecArgs) =
+                    std::mem::transmute(placed.as_ptr());
+                f(&args);
+            }
+            assert_eq!(same_bits(&want, &got), None, "{}", twin.name());
+        }
+    }
+
+    #[test]
+    fn twins_widen_every_fp16_scale_like_the_arm() {
+        let host = weft_kernel::Host::detect();
+        let (w, x) = every_scale_case();
+        let offer = offer_for(65536, 32, 1).expect("offer");
+        let mut want = vec![0.0f32; 65536];
+        Q8MatvecKernel::arm()
+            .expect("arm")
+            .run(&w, &x, &mut want, 0..65536)
+            .expect("run");
+        for twin in TWINS {
+            if weft_kernel::require_features(&host, twin.requires()).is_err() {
+                continue;
+            }
+            let code = twin.emit(&offer).expect("emit");
+            // SAFETY: a q8_0.matvec twin body honours the leaf ABI for
+            // Q8MatvecArgs.
+            let k = unsafe { Q8MatvecKernel::from_native(&code) }.expect("place");
+            let mut got = vec![0.0f32; 65536];
+            k.run(&w, &x, &mut got, 0..65536).expect("run");
+            assert_eq!(same_bits(&want, &got), None, "{}", twin.name());
+        }
+    }
+
+    #[test]
+    fn twins_refuse_other_offers_and_passes() {
+        let mut offer = offer_for(4, 64, 1).expect("offer");
+        offer.contract.family = "elementwise.exp".into();
+        let e = Q8MatvecX64::new(Tier::Avx2, 1).emit(&offer).unwrap_err();
+        assert_eq!(e.name(), "unsupported-geometry");
+        let e = Q8MatvecX64::new(Tier::Avx2, 4).emit_body().unwrap_err();
+        assert_eq!(e.name(), "emit-error");
+    }
+}
+
+/// A speed look, not a test of correctness: `cargo test --release -p
+/// weft-kernels q8_0_speed_look -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn q8_0_speed_look() {
+    let host = weft_kernel::Host::detect();
+    for (rows, blocks, batch) in [(4096usize, 448usize, 1usize), (512, 448, 1), (1024, 448, 4)] {
+        speed_at(&host, rows, blocks, batch);
+    }
+}
+
+fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) {
+    use super::x64::TWINS;
+    use weft_kernel::Twin;
+    let w = random_weights(rows, blocks, 1, false);
+    let x = random_activations(blocks, batch, 2);
+    let offer = offer_for(rows as u64, blocks as u64 * 32, batch as u64).expect("offer");
+    let mut kernels = vec![(ARM_NAME, Q8MatvecKernel::arm().expect("arm"))];
+    for twin in TWINS {
+        if weft_kernel::require_features(host, twin.requires()).is_ok() {
+            let code = twin.emit(&offer).expect("emit");
+            // SAFETY: validated q8_0.matvec twin bodies honour the leaf ABI.
+            kernels.push((
+                twin.name(),
+                unsafe { Q8MatvecKernel::from_native(&code) }.expect("place"),
+            ));
+        }
+    }
+    let mut y = vec![0.0f32; rows * batch];
+    for (name, k) in &kernels {
+        k.run(&w, &x, &mut y, 0..rows).expect("warm");
+        let reps = 50;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            k.run(&w, &x, &mut y, 0..rows).expect("run");
+        }
+        let per = t.elapsed().as_secs_f64() / reps as f64;
+        let gbs = (rows * blocks * 34) as f64 / per / 1e9;
+        println!(
+            "{rows}x{blocks} b{batch} {name:32} {:8.1} us/call {gbs:6.1} GB/s of weights",
+            per * 1e6
+        );
+    }
+}
+
+/// Prints the arm's listing: `cargo test -p weft-kernels q8_0_arm_listing
+/// -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn q8_0_arm_listing() {
+    let offer = offer_for(1, 32, 1).expect("offer");
+    let code = Q8MatvecArm
+        .build(&offer, weft_kernel::Host::detect().isa)
+        .expect("build");
+    println!("{}", code.listing);
 }
