@@ -10,6 +10,8 @@
 //! The first tests prove the runner itself with hand-written words (so a bug
 //! in weft-a64 cannot hide a bug in the harness, nor the other way round);
 //! the kernel tests then run code emitted by weft-a64.
+// Runs a child process and sets Unix file modes: Unix hosts only.
+#![cfg(unix)]
 
 #[path = "support/a64_elf.rs"]
 mod a64_elf;

@@ -89,10 +89,9 @@ impl Geometry {
 
     /// The extent called `name`, or a [`Refusal::MissingDimension`].
     pub fn require(&self, name: &'static str) -> Result<u64, Refusal> {
-        self.get(name)
-            .ok_or_else(|| Refusal::MissingDimension {
-                dimension: name.to_owned(),
-            })
+        self.get(name).ok_or_else(|| Refusal::MissingDimension {
+            dimension: name.to_owned(),
+        })
     }
 
     /// Every `(name, extent)` pair, sorted by name.
@@ -358,7 +357,9 @@ pub enum Refusal {
         reason: String,
     },
     /// The twin's output differs from its arm's.
-    #[error("mismatch: at index {index}, input {input}: arm {arm_bits:#010x}, twin {twin_bits:#010x}")]
+    #[error(
+        "mismatch: at index {index}, input {input}: arm {arm_bits:#010x}, twin {twin_bits:#010x}"
+    )]
     Mismatch {
         /// First differing output index.
         index: usize,
@@ -468,9 +469,8 @@ impl<A> Kernel<A> {
         }
         // SAFETY: the offset is inside the placed region (checked above) and
         // the caller promises a leaf-ABI function for `A` starts there.
-        let entry = unsafe {
-            std::mem::transmute::<*const u8, LeafFn<A>>(code.as_ptr().add(entry_offset))
-        };
+        let entry =
+            unsafe { std::mem::transmute::<*const u8, LeafFn<A>>(code.as_ptr().add(entry_offset)) };
         Ok(Self {
             code,
             entry,

@@ -94,7 +94,7 @@ pub mod arm;
 pub mod reference;
 pub mod x64;
 // Twins, added by their authors:
-// pub mod a64;
+pub mod a64;
 
 /// The arguments of every elementwise kernel (`extern "C" fn(*const
 /// ElementwiseArgs)`).
