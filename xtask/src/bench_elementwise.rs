@@ -2,8 +2,8 @@
 //! erf arms, each twin (when present) and glibc's `expf`/`erff` in a scalar
 //! loop, side by side. Candidates run interleaved (one timed batch each per
 //! round, rounds repeated) and each reports its median, so drifting clocks
-//! and neighbours hit every candidate alike. Build with `--release` for
-//! meaningful numbers.
+//! and neighbours hit every candidate alike. `cargo xtask bench` always runs
+//! from a release build (see `main.rs`).
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -14,6 +14,11 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    // Measurements and whole-domain sweeps mean nothing in a debug build:
+    // run them from a release build of this same binary.
+    if matches!(cmd.as_str(), "exhaustive" | "bench") && cfg!(debug_assertions) {
+        return rerun_in_release(&args);
+    }
     let result: Result<(), String> = match cmd.as_str() {
         // One arm per command; each module exposes `run(&[String])`.
         "help" | "--help" | "-h" => {
@@ -25,11 +30,27 @@ fn main() -> ExitCode {
         "bench" => bench_elementwise::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
-    let _ = rest;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Re-run `cargo xtask ARGS` as `cargo run --release -p xtask -- ARGS`.
+fn rerun_in_release(args: &[String]) -> ExitCode {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
+        .args(args)
+        .status();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(s) => ExitCode::from(u8::try_from(s.code().unwrap_or(1)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("xtask: cannot start a release build of xtask: {e}");
             ExitCode::FAILURE
         }
     }
