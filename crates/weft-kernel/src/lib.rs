@@ -311,8 +311,14 @@ impl NativeCode {
     pub fn place(&self) -> Result<Arc<PlacedCode>, Refusal> {
         weft_jitmem::place(&self.bytes)
             .map(Arc::new)
-            .map_err(|e| Refusal::PlaceFailed {
-                cause: e.to_string(),
+            .map_err(|e| match e {
+                // A host that cannot run placed code at all is a probe failure.
+                weft_jitmem::PlaceError::Probe(p) => Refusal::ProbeFailed {
+                    cause: p.to_string(),
+                },
+                e => Refusal::PlaceFailed {
+                    cause: e.to_string(),
+                },
             })
     }
 }
@@ -476,6 +482,25 @@ impl<A> Kernel<A> {
             entry,
             _args: PhantomData,
         })
+    }
+
+    /// Place `code` and wrap its entry at offset 0, refusing code for
+    /// another ISA by name.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::from_placed`]: `code` must be a leaf-ABI body for `A`.
+    pub unsafe fn from_native(code: &NativeCode) -> Result<Self, Refusal> {
+        let host = Isa::of_target();
+        if code.isa != host {
+            return Err(Refusal::WrongIsa {
+                wanted: code.isa,
+                host,
+            });
+        }
+        let placed = code.place()?;
+        // SAFETY: the caller promises a leaf-ABI body for `A` at offset 0.
+        unsafe { Self::from_placed(placed, 0) }
     }
 
     /// Call the body. The arguments' pointers must be valid for the

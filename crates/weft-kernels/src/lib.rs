@@ -8,5 +8,6 @@
 //! arm computes exactly the bits the contract fixes; every kernel is a leaf
 //! `extern "C" fn(*const Args)` with the family's `#[repr(C)]` args.
 
+pub mod arm_build;
 pub mod elementwise;
 pub mod q8_0;

@@ -22,7 +22,9 @@ use weft_kernel::{
     ArithmeticContract, Contract, Family, FmaUse, Geometry, Host, Isa, Kernel, LoopTrip,
     MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal, Site,
 };
-use weft_managed::{Arch, ArmCode, ManagedError, Target};
+use weft_managed::{ArmCode, ManagedError, Target};
+
+use crate::arm_build::{build_native, host_isa};
 
 use super::reference::{self, Lanes};
 use super::{table, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
@@ -391,28 +393,6 @@ impl ElementwiseArm {
     }
 }
 
-fn to_arch(isa: Isa) -> Option<Arch> {
-    match isa {
-        Isa::X86_64 => Some(Arch::X86_64),
-        Isa::Aarch64 => Some(Arch::Aarch64),
-        Isa::Other => None,
-    }
-}
-
-fn host_isa() -> Isa {
-    match Arch::host() {
-        Some(Arch::X86_64) => Isa::X86_64,
-        Some(Arch::Aarch64) => Isa::Aarch64,
-        None => Isa::Other,
-    }
-}
-
-fn compile_refusal(e: ManagedError) -> Refusal {
-    Refusal::CompileError {
-        message: e.to_string(),
-    }
-}
-
 /// The contract every elementwise offer carries.
 pub fn contract(func: Func, len: u64) -> Contract {
     Contract {
@@ -472,22 +452,7 @@ impl weft_kernel::Arm for ElementwiseArm {
     }
 
     fn build(&self, _offer: &Offer, isa: Isa) -> Result<NativeCode, Refusal> {
-        let arch = to_arch(isa).ok_or(Refusal::CompileError {
-            message: "no Cranelift backend for this ISA".to_string(),
-        })?;
-        let target = if Arch::host() == Some(arch) {
-            Target::host()
-        } else {
-            Target::baseline(arch)
-        }
-        .map_err(compile_refusal)?;
-        let code = compile(&target, self.func).map_err(compile_refusal)?;
-        Ok(NativeCode {
-            isa,
-            bytes: code.bytes,
-            listing: code.listing,
-            loops: Vec::new(),
-        })
+        build_native(isa, |target| compile(target, self.func))
     }
 }
 
@@ -511,16 +476,8 @@ impl ElementwiseKernel {
     /// `input`, write `len` f32s at `output`, read only `ELEMENTWISE_TABLE`
     /// through `table`, return normally.
     pub unsafe fn from_native(code: &NativeCode) -> Result<Self, Refusal> {
-        let host = host_isa();
-        if code.isa != host {
-            return Err(Refusal::WrongIsa {
-                wanted: code.isa,
-                host,
-            });
-        }
-        let placed = code.place()?;
-        // SAFETY: the caller promises an elementwise leaf body at offset 0.
-        let kernel = unsafe { Kernel::from_placed(placed, 0)? };
+        // SAFETY: the caller promises an elementwise leaf body.
+        let kernel = unsafe { Kernel::from_native(code)? };
         Ok(Self { kernel })
     }
 

@@ -29,7 +29,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
     Family, Host, Isa, Kernel, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
 };
-use weft_managed::{Arch, ArmCode, ManagedError, Target};
+use weft_managed::{ArmCode, ManagedError, Target};
+
+use crate::arm_build::{build_native, host_isa};
 
 use super::{check_geometry, contract, offsets, Q8MatvecArgs, BLOCK_BYTES, FAMILY};
 
@@ -388,29 +390,6 @@ pub fn offer_for(rows: u64, cols: u64, batch: u64) -> Result<Offer, Refusal> {
     })
 }
 
-fn to_arch(isa: Isa) -> Option<Arch> {
-    match isa {
-        Isa::X86_64 => Some(Arch::X86_64),
-        Isa::Aarch64 => Some(Arch::Aarch64),
-        Isa::Other => None,
-    }
-}
-
-/// The ISA this process runs on.
-pub fn host_isa() -> Isa {
-    match Arch::host() {
-        Some(Arch::X86_64) => Isa::X86_64,
-        Some(Arch::Aarch64) => Isa::Aarch64,
-        None => Isa::Other,
-    }
-}
-
-fn compile_refusal(e: ManagedError) -> Refusal {
-    Refusal::CompileError {
-        message: e.to_string(),
-    }
-}
-
 impl weft_kernel::Arm for Q8MatvecArm {
     fn name(&self) -> &'static str {
         ARM_NAME
@@ -436,22 +415,7 @@ impl weft_kernel::Arm for Q8MatvecArm {
                 reason: format!("offer is for {}", offer.contract.family),
             });
         }
-        let arch = to_arch(isa).ok_or(Refusal::CompileError {
-            message: "no Cranelift backend for this ISA".to_owned(),
-        })?;
-        let target = if Arch::host() == Some(arch) {
-            Target::host()
-        } else {
-            Target::baseline(arch)
-        }
-        .map_err(compile_refusal)?;
-        let code = compile(&target).map_err(compile_refusal)?;
-        Ok(NativeCode {
-            isa,
-            bytes: code.bytes,
-            listing: code.listing,
-            loops: Vec::new(),
-        })
+        build_native(isa, compile)
     }
 }
 
@@ -476,16 +440,8 @@ impl Q8MatvecKernel {
     /// `x` the arguments name, writes only `y[n · rows + r]` for rows in
     /// `row_start..row_end`, and returns normally.
     pub unsafe fn from_native(code: &NativeCode) -> Result<Self, Refusal> {
-        let host = host_isa();
-        if code.isa != host {
-            return Err(Refusal::WrongIsa {
-                wanted: code.isa,
-                host,
-            });
-        }
-        let placed = code.place()?;
-        // SAFETY: the caller promises a q8_0.matvec leaf body at offset 0.
-        let kernel = unsafe { Kernel::from_placed(placed, 0)? };
+        // SAFETY: the caller promises a q8_0.matvec leaf body.
+        let kernel = unsafe { Kernel::from_native(code)? };
         Ok(Self { kernel })
     }
 
