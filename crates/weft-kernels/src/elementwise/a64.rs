@@ -9,13 +9,15 @@
 //! How: the algorithm is not re-typed here. The reference's generic steps
 //! ([`reference::exp_fast`], [`reference::exp_fast_interval`],
 //! [`reference::exp_slow`], [`reference::erf_eval`]) run once over a
-//! [`Recorder`] that implements [`Lanes`] by writing every operation down
+//! recorder that implements [`Lanes`] by writing every operation down
 //! (a straight-line SSA list); the few steps the reference writes as scalar
 //! Rust (f32 narrowing, the rounding test, [`reference::round_dd_to_f32`],
-//! erf's exception list) are spelt out in the same list. A linear-scan pass
-//! gives each value a `v` register, and each operation becomes one NEON
-//! instruction (one IEEE operation is one instruction), so the twin is
-//! right by construction and validated bit for bit anyway.
+//! erf's exception list) are spelt out in the same list. The recorder and
+//! the list are shared with the x64 twins (`record.rs`); a step here is one
+//! half of their iteration. A linear-scan pass gives each value a `v`
+//! register, and each operation becomes one NEON instruction (one IEEE
+//! operation is one instruction), so the twin is right by construction and
+//! validated bit for bit anyway.
 //!
 //! Invariants:
 //!
@@ -37,6 +39,12 @@
 //!   and the failing lanes take its result.
 //!
 //! [`ElementwiseArgs::table`]: super::ElementwiseArgs
+//! [`reference::exp_fast`]: super::reference::exp_fast
+//! [`reference::exp_fast_interval`]: super::reference::exp_fast_interval
+//! [`reference::exp_slow`]: super::reference::exp_slow
+//! [`reference::erf_eval`]: super::reference::erf_eval
+//! [`reference::round_dd_to_f32`]: super::reference::round_dd_to_f32
+//! [`Lanes`]: super::reference::Lanes
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -44,304 +52,23 @@ use std::fmt::Write as _;
 use weft_a64::{d, decode, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
-use super::reference::{self, Dd, Lanes};
-use super::{table, Func};
+use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
+use super::Func;
 
-// ------------------------------------------------------------ recorder ---
+// ----------------------------------------------------------- operations ---
 
-/// One recorded value: the index of the operation that defines it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Val(u32);
-
-/// Comparisons (ordered ones are false when either side is NaN).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pred {
-    Eq,
-    Lt,
-    /// Not less than: true when `a >= b` or either is NaN.
-    Nlt,
-    Ge,
-    Gt,
+/// Whether the operation defines a value (and so needs a register).
+fn defines(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::SkipIfAll(_) | Op::Join | Op::Assign(..) | Op::Store(..)
+    )
 }
 
-/// One operation of a step. "Full" values are two binary64 (or 64-bit
-/// integer) lanes (`.2d`); "half" values are two binary32 (or 32-bit
-/// integer) lanes in the low 64 bits (`.2s`); masks are all-ones or zero
-/// per lane, of either width.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Step {
-    /// A 64-bit pattern in both full lanes.
-    Const(u64),
-    /// A 32-bit pattern in both half lanes.
-    Const32(u32),
-    /// The step's f32 inputs widened to binary64 (exact).
-    Input,
-    Add(Val, Val),
-    Sub(Val, Val),
-    Mul(Val, Val),
-    /// NaN-propagating min/max (the contract's `fmin`/`fmax`; NEON FMIN/FMAX).
-    Min(Val, Val),
-    Max(Val, Val),
-    And(Val, Val),
-    IAdd(Val, Val),
-    Shl(Val, u8),
-    Ushr(Val, u8),
-    Floor(Val),
-    /// `table[base + j]` per lane.
-    Tab(usize, Val),
-    /// A full mask.
-    Cmp(Pred, Val, Val),
-    /// `!a & b` on full masks.
-    MaskAndNot(Val, Val),
-    MaskAnd(Val, Val),
-    /// `mask ? t : f` on full lanes.
-    Select(Val, Val, Val),
-    /// Binary64 → binary32, IEEE narrowing (full → half).
-    Narrow(Val),
-    /// Binary32 → binary64, exact (half → full).
-    Widen(Val),
-    IAdd32(Val, Val),
-    And32(Val, Val),
-    Or32(Val, Val),
-    /// 32-bit integer equality → half mask.
-    Eq32(Val, Val),
-    /// `mask ? t : f` on half lanes.
-    Select32(Val, Val, Val),
-    /// Jump to the next `Join` when every lane of the half mask is set.
-    SkipIfAll(Val),
-    Join,
-    /// `dst <- src` (both half): `dst`'s register is overwritten.
-    Assign(Val, Val),
-    /// Store the half value to the step's outputs.
-    Store(Val),
-}
-
-impl Step {
-    fn operands(&self) -> Vec<Val> {
-        use Step::*;
-        match *self {
-            Const(_) | Const32(_) | Input | Join => vec![],
-            Add(a, b)
-            | Sub(a, b)
-            | Mul(a, b)
-            | Min(a, b)
-            | Max(a, b)
-            | And(a, b)
-            | IAdd(a, b)
-            | Cmp(_, a, b)
-            | MaskAndNot(a, b)
-            | MaskAnd(a, b)
-            | IAdd32(a, b)
-            | And32(a, b)
-            | Or32(a, b)
-            | Eq32(a, b)
-            | Assign(a, b) => vec![a, b],
-            Shl(a, _)
-            | Ushr(a, _)
-            | Floor(a)
-            | Tab(_, a)
-            | Narrow(a)
-            | Widen(a)
-            | SkipIfAll(a)
-            | Store(a) => vec![a],
-            Select(m, t, f) | Select32(m, t, f) => vec![m, t, f],
-        }
-    }
-
-    /// Whether the operation defines a value (and so needs a register).
-    fn defines(&self) -> bool {
-        !matches!(
-            self,
-            Step::SkipIfAll(_) | Step::Join | Step::Assign(..) | Step::Store(_)
-        )
-    }
-
-    /// Whether the destination must differ from every operand's register
-    /// (the selects build the result in place with BSL).
-    fn needs_fresh_dest(&self) -> bool {
-        matches!(self, Step::Select(..) | Step::Select32(..))
-    }
-}
-
-/// Records the operations of one step as a straight-line list; implements
-/// the reference's [`Lanes`] so the reference's own functions fill it.
-#[derive(Debug, Default)]
-pub struct Recorder {
-    steps: Vec<Step>,
-}
-
-impl Recorder {
-    fn push(&mut self, step: Step) -> Val {
-        self.steps.push(step);
-        Val((self.steps.len() - 1) as u32)
-    }
-    fn cmp(&mut self, p: Pred, a: Val, b: Val) -> Val {
-        self.push(Step::Cmp(p, a, b))
-    }
-    fn c32(&mut self, bits: u32) -> Val {
-        self.push(Step::Const32(bits))
-    }
-
-    /// The number of recorded operations.
-    pub fn len(&self) -> usize {
-        self.steps.len()
-    }
-
-    /// Whether nothing was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.steps.is_empty()
-    }
-}
-
-impl Lanes for Recorder {
-    type F = Val;
-    type I = Val;
-    fn c(&mut self, v: f64) -> Val {
-        self.push(Step::Const(v.to_bits()))
-    }
-    fn ic(&mut self, v: i64) -> Val {
-        self.push(Step::Const(v as u64))
-    }
-    fn add(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::Add(a, b))
-    }
-    fn sub(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::Sub(a, b))
-    }
-    fn mul(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::Mul(a, b))
-    }
-    fn fmin(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::Min(a, b))
-    }
-    fn fmax(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::Max(a, b))
-    }
-    fn abs(&mut self, a: Val) -> Val {
-        let m = self.ic(i64::MAX);
-        self.push(Step::And(a, m))
-    }
-    fn bits(&mut self, a: Val) -> Val {
-        a
-    }
-    fn from_bits(&mut self, a: Val) -> Val {
-        a
-    }
-    fn iadd(&mut self, a: Val, b: Val) -> Val {
-        self.push(Step::IAdd(a, b))
-    }
-    fn band(&mut self, a: Val, m: i64) -> Val {
-        let m = self.ic(m);
-        self.push(Step::And(a, m))
-    }
-    fn shl(&mut self, a: Val, s: u8) -> Val {
-        self.push(Step::Shl(a, s))
-    }
-    fn ushr(&mut self, a: Val, s: u8) -> Val {
-        self.push(Step::Ushr(a, s))
-    }
-    fn floor(&mut self, a: Val) -> Val {
-        self.push(Step::Floor(a))
-    }
-    fn select_lt(&mut self, a: Val, b: Val, t: Val, e: Val) -> Val {
-        let m = self.cmp(Pred::Lt, a, b);
-        self.push(Step::Select(m, t, e))
-    }
-    fn tab(&mut self, base: usize, j: Val) -> Val {
-        self.push(Step::Tab(base, j))
-    }
-}
-
-/// [`reference::round_dd_to_f32`] in vector form: the f32 nearest
-/// `hi + lo`, decided with exact midpoints, or `f32(hi)` where undecided.
-fn round_dd(r: &mut Recorder, hi: Val, lo: Val, rel: f64) -> Val {
-    let f = r.push(Step::Narrow(hi));
-    let one = r.c32(1);
-    let minus_one = r.c32(u32::MAX);
-    let bp = r.push(Step::IAdd32(f, one));
-    let bm = r.push(Step::IAdd32(f, minus_one));
-    let fv = r.push(Step::Widen(f));
-    let upv = r.push(Step::Widen(bp));
-    let dnv = r.push(Step::Widen(bm));
-    // `up` of f32::MAX is 2^128 (its successor's bits are +inf).
-    let max = r.c(f64::from(f32::MAX));
-    let is_max = r.cmp(Pred::Eq, fv, max);
-    let two128 = r.c(2f64.powi(128));
-    let up = r.push(Step::Select(is_max, two128, upv));
-    let half = r.c(0.5);
-    let su = r.add(fv, up);
-    let mu = r.mul(su, half);
-    let sd = r.add(fv, dnv);
-    let md = r.mul(sd, half);
-    let relc = r.c(rel);
-    let err = r.mul(relc, hi);
-    let zero = r.c(0.0);
-    let neg_err = r.sub(zero, err);
-    let hu = r.sub(hi, mu);
-    let bu = r.add(hu, lo);
-    let hd = r.sub(hi, md);
-    let bd = r.add(hd, lo);
-    // bu > err → up; bu >= -err → f (undecided); bd < -err → down; else f.
-    let go_up = r.cmp(Pred::Gt, bu, err);
-    let undecided_up = r.cmp(Pred::Ge, bu, neg_err);
-    let go_down = r.cmp(Pred::Lt, bd, neg_err);
-    let down = r.push(Step::MaskAndNot(undecided_up, go_down));
-    let t = r.push(Step::Select(down, dnv, fv));
-    let res = r.push(Step::Select(go_up, upv, t));
-    // `!f.is_finite() && !hi.is_finite()` keeps `f`.
-    let absf = r.abs(fv);
-    let absh = r.abs(hi);
-    let inf = r.c(f64::INFINITY);
-    let nf_f = r.cmp(Pred::Nlt, absf, inf);
-    let nf_h = r.cmp(Pred::Nlt, absh, inf);
-    let nf = r.push(Step::MaskAnd(nf_f, nf_h));
-    let res = r.push(Step::Select(nf, fv, res));
-    r.push(Step::Narrow(res))
-}
-
-/// The step of `exp`: fast path, rounding test, slow path for the step
-/// when either lane fails, store.
-fn record_exp() -> Recorder {
-    let mut r = Recorder::default();
-    let x = r.push(Step::Input);
-    let y = reference::exp_fast(&mut r, x);
-    let (lo, hi) = reference::exp_fast_interval(&mut r, y);
-    let flo = r.push(Step::Narrow(lo));
-    let fhi = r.push(Step::Narrow(hi));
-    let ok = r.push(Step::Eq32(flo, fhi));
-    r.push(Step::SkipIfAll(ok));
-    let dd: Dd<Val> = reference::exp_slow(&mut r, x);
-    let slow = round_dd(&mut r, dd.hi, dd.lo, table::EXP_SLOW_ERR);
-    let merged = r.push(Step::Select32(ok, flo, slow));
-    r.push(Step::Assign(flo, merged));
-    r.push(Step::Join);
-    r.push(Step::Store(flo));
-    r
-}
-
-/// The step of `erf`: one binary64 evaluation, one narrowing, then the
-/// contract's exception list (by `|x|` bits, sign applied after).
-fn record_erf() -> Recorder {
-    let mut r = Recorder::default();
-    let x = r.push(Step::Input);
-    let y = reference::erf_eval(&mut r, x);
-    let mut out = r.push(Step::Narrow(y));
-    if !table::ERF_EXCEPTIONS.is_empty() {
-        let xf = r.push(Step::Narrow(x));
-        let abs_mask = r.c32(0x7fff_ffff);
-        let ax = r.push(Step::And32(xf, abs_mask));
-        let sign_mask = r.c32(0x8000_0000);
-        let sign = r.push(Step::And32(xf, sign_mask));
-        for &(input, output) in table::ERF_EXCEPTIONS.iter() {
-            let want = r.c32(input);
-            let hit = r.push(Step::Eq32(ax, want));
-            let o = r.c32(output);
-            let signed = r.push(Step::Or32(o, sign));
-            out = r.push(Step::Select32(hit, signed, out));
-        }
-    }
-    r.push(Step::Store(out));
-    r
+/// Whether the destination must differ from every operand's register
+/// (the selects build the result in place with BSL).
+fn needs_fresh_dest(op: &Op) -> bool {
+    matches!(op, Op::Select(..) | Op::Select32(..))
 }
 
 // ----------------------------------------------------------- allocation ---
@@ -363,9 +90,9 @@ struct Allocation {
 }
 
 fn allocate(rec: &Recorder) -> Result<Allocation, String> {
-    let n = rec.steps.len();
+    let n = rec.ops.len();
     let mut last_use = vec![None::<usize>; n];
-    for (i, s) in rec.steps.iter().enumerate() {
+    for (i, s) in rec.ops.iter().enumerate() {
         for Val(o) in s.operands() {
             last_use[o as usize] = Some(i);
         }
@@ -381,7 +108,7 @@ fn allocate(rec: &Recorder) -> Result<Allocation, String> {
     let mut callee_saved_used = Vec::new();
     let mut live = 0usize;
     let mut max_live = 0usize;
-    for (i, s) in rec.steps.iter().enumerate() {
+    for (i, s) in rec.ops.iter().enumerate() {
         let mut dying: Vec<u8> = Vec::new();
         for Val(o) in s.operands() {
             let o = o as usize;
@@ -392,12 +119,12 @@ fn allocate(rec: &Recorder) -> Result<Allocation, String> {
                 }
             }
         }
-        let fresh_first = s.needs_fresh_dest();
+        let fresh_first = needs_fresh_dest(s);
         if !fresh_first {
             live -= dying.len();
             free.extend(dying.iter().copied());
         }
-        if s.defines() && last_use[i].is_some() {
+        if defines(s) && last_use[i].is_some() {
             let r = free
                 .pop()
                 .ok_or_else(|| format!("out of vector registers at step {i} ({s:?})"))?;
@@ -482,36 +209,37 @@ fn lower_step(
 ) -> Result<(), EncodeError> {
     let r = |val: Val| -> u8 { alloc.reg[val.0 as usize].expect("an operand has a register") };
     let mut join = None;
-    for (i, step) in rec.steps.iter().enumerate() {
+    for (i, step) in rec.ops.iter().enumerate() {
         let dst = alloc.reg[i];
-        if step.defines() && dst.is_none() {
+        if defines(step) && dst.is_none() {
             continue; // never used
         }
         let dn = dst.unwrap_or(0);
         let vd = v(dn);
         match *step {
-            Step::Const(bits) => a.ldr(q(dn), mem(x(POOL)).off(pool.full(bits)))?,
-            Step::Const32(bits) => a.ldr(q(dn), mem(x(POOL)).off(pool.half(bits)))?,
-            Step::Input => {
+            Op::Const(bits) => a.ldr(q(dn), mem(x(POOL)).off(pool.full(bits)))?,
+            Op::Const32(bits) => a.ldr(q(dn), mem(x(POOL)).off(pool.half(bits)))?,
+            // One half per step (recorded with `two_halves: false`): half 0.
+            Op::Input(_) => {
                 match width {
                     Width::Two => a.ldr(d(dn), mem(x(IN)).post(8))?,
                     Width::One => a.ldr(s(dn), mem(x(IN)))?,
                 }
                 a.fcvtl(vd.d2(), vd.s2())?;
             }
-            Step::Add(p, q_) => a.fadd(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::Sub(p, q_) => a.fsub(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::Mul(p, q_) => a.fmul(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::Min(p, q_) => a.fmin(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::Max(p, q_) => a.fmax(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::And(p, q_) | Step::MaskAnd(p, q_) => {
+            Op::Add(p, q_) => a.fadd(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::Sub(p, q_) => a.fsub(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::Mul(p, q_) => a.fmul(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::Min(p, q_) => a.fmin(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::Max(p, q_) => a.fmax(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::And(p, q_) | Op::MaskAnd(p, q_) => {
                 a.and(vd.b16(), v(r(p)).b16(), v(r(q_)).b16())?
             }
-            Step::IAdd(p, q_) => a.add(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
-            Step::Shl(p, sh) => a.shl(vd.d2(), v(r(p)).d2(), i64::from(sh))?,
-            Step::Ushr(p, sh) => a.ushr(vd.d2(), v(r(p)).d2(), i64::from(sh))?,
-            Step::Floor(p) => a.frintm(vd.d2(), v(r(p)).d2())?,
-            Step::Tab(base, j) => {
+            Op::IAdd(p, q_) => a.add(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
+            Op::Shl(p, sh) => a.shl(vd.d2(), v(r(p)).d2(), i64::from(sh))?,
+            Op::Ushr(p, sh) => a.ushr(vd.d2(), v(r(p)).d2(), i64::from(sh))?,
+            Op::Floor(p) => a.frintm(vd.d2(), v(r(p)).d2())?,
+            Op::Tab(base, j) => {
                 let vj = v(r(j));
                 a.mov(x(T0), vj.d(0))?;
                 a.mov(x(T1), vj.d(1))?;
@@ -526,7 +254,7 @@ fn lower_step(
                 a.fmov(d(dn), x(T0))?;
                 a.mov(vd.d(1), x(T1))?;
             }
-            Step::Cmp(pred, p, q_) => {
+            Op::Cmp(pred, p, q_) => {
                 let (vp, vq) = (v(r(p)).d2(), v(r(q_)).d2());
                 match pred {
                     Pred::Eq => a.fcmeq(vd.d2(), vp, vq)?,
@@ -539,22 +267,22 @@ fn lower_step(
                     }
                 }
             }
-            Step::MaskAndNot(p, q_) => a.bic(vd.b16(), v(r(q_)).b16(), v(r(p)).b16())?,
-            Step::Select(m, t, f) => {
+            Op::MaskAndNot(p, q_) => a.bic(vd.b16(), v(r(q_)).b16(), v(r(p)).b16())?,
+            Op::Select(m, t, f) => {
                 a.mov(vd.b16(), v(r(m)).b16())?;
                 a.bsl(vd.b16(), v(r(t)).b16(), v(r(f)).b16())?;
             }
-            Step::Narrow(p) => a.fcvtn(vd.s2(), v(r(p)).d2())?,
-            Step::Widen(p) => a.fcvtl(vd.d2(), v(r(p)).s2())?,
-            Step::IAdd32(p, q_) => a.add(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
-            Step::And32(p, q_) => a.and(vd.b8(), v(r(p)).b8(), v(r(q_)).b8())?,
-            Step::Or32(p, q_) => a.orr(vd.b8(), v(r(p)).b8(), v(r(q_)).b8())?,
-            Step::Eq32(p, q_) => a.cmeq(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
-            Step::Select32(m, t, f) => {
+            Op::Narrow(p) => a.fcvtn(vd.s2(), v(r(p)).d2())?,
+            Op::Widen(p) => a.fcvtl(vd.d2(), v(r(p)).s2())?,
+            Op::IAdd32(p, q_) => a.add(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
+            Op::And32(p, q_) => a.and(vd.b8(), v(r(p)).b8(), v(r(q_)).b8())?,
+            Op::Or32(p, q_) => a.orr(vd.b8(), v(r(p)).b8(), v(r(q_)).b8())?,
+            Op::Eq32(p, q_) => a.cmeq(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
+            Op::Select32(m, t, f) => {
                 a.mov(vd.b8(), v(r(m)).b8())?;
                 a.bsl(vd.b8(), v(r(t)).b8(), v(r(f)).b8())?;
             }
-            Step::SkipIfAll(m) => {
+            Op::SkipIfAll(m) => {
                 let label = a.new_label();
                 join = Some(label);
                 match width {
@@ -569,12 +297,12 @@ fn lower_step(
                 }
                 a.b_cond(Cond::Eq, label)?;
             }
-            Step::Join => {
+            Op::Join => {
                 let label = join.take().ok_or(EncodeError::UnresolvedLabel)?;
                 a.bind(label)?;
             }
-            Step::Assign(dv, sv) => a.mov(v(r(dv)).b16(), v(r(sv)).b16())?,
-            Step::Store(p) => match width {
+            Op::Assign(dv, sv) => a.mov(v(r(dv)).b16(), v(r(sv)).b16())?,
+            Op::Store(p, _) => match width {
                 Width::Two => a.str(d(r(p)), mem(x(OUT)).post(8))?,
                 Width::One => a.str(s(r(p)), mem(x(OUT)))?,
             },
@@ -699,8 +427,8 @@ impl A64Twin {
 
     fn record(self) -> Recorder {
         match self.func {
-            Func::Exp => record_exp(),
-            Func::Erf => record_erf(),
+            Func::Exp => record_exp(false),
+            Func::Erf => record_erf(false),
         }
     }
 
@@ -777,7 +505,10 @@ mod tests {
 
     #[test]
     fn neon_twins_fit_in_caller_saved_vector_registers() {
-        for (f, rec) in [(Func::Exp, record_exp()), (Func::Erf, record_erf())] {
+        for (f, rec) in [
+            (Func::Exp, record_exp(false)),
+            (Func::Erf, record_erf(false)),
+        ] {
             let alloc = allocate(&rec).expect("allocates");
             assert!(
                 alloc.callee_saved_used.is_empty(),

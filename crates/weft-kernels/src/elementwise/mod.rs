@@ -91,6 +91,7 @@
 //!   erf has no slow path and no per-lane mask.
 
 pub mod arm;
+mod record;
 pub mod reference;
 pub mod x64;
 // Twins, added by their authors:

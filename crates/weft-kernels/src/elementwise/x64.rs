@@ -14,7 +14,8 @@
 //! …) are run once over a *recorder* that implements [`Lanes`] by writing
 //! down every operation (a straight-line SSA list), plus the few steps the
 //! reference writes as scalar Rust (the f32 narrowing, the rounding test,
-//! [`reference::round_dd_to_f32`]) spelt out in the same vocabulary. A
+//! [`reference::round_dd_to_f32`]) spelt out in the same vocabulary; the
+//! recorder and the list are shared with the a64 twins (`record.rs`). A
 //! linear-scan allocator gives each value a register, and the list is
 //! lowered to AVX2 or AVX-512 instructions through weft-x64. One IEEE
 //! operation in the list is one IEEE instruction in the body, so a twin is
@@ -40,6 +41,11 @@
 //!   vectors) and the failing lanes take its result.
 //!
 //! [`ElementwiseArgs::table`]: super::ElementwiseArgs
+//! [`reference::exp_fast`]: super::reference::exp_fast
+//! [`reference::exp_slow`]: super::reference::exp_slow
+//! [`reference::erf_eval`]: super::reference::erf_eval
+//! [`reference::round_dd_to_f32`]: super::reference::round_dd_to_f32
+//! [`Lanes`]: super::reference::Lanes
 
 use std::collections::HashMap;
 
@@ -63,15 +69,9 @@ impl From<EmitError> for Fail {
         Fail(e.to_string())
     }
 }
+use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
 
-use super::reference::{self, Dd, Lanes};
-use super::table;
-
-// ------------------------------------------------------------ recorder ---
-
-/// One recorded value: the index of the operation that defines it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Val(u32);
+// --------------------------------------------------------------- values ---
 
 /// What a value is, which decides its register class and width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,394 +88,37 @@ enum Kind {
     Nothing,
 }
 
-/// `vcmppd` predicates (ordered predicates are false when either side is NaN).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pred {
-    Eq = 0x00,
-    Unord = 0x03,
-    Lt = 0x11,
-    Nlt = 0x15,
-    Ge = 0x1d,
-    Gt = 0x1e,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    /// A 64-bit pattern in every `Full` lane.
-    Const(u64),
-    /// A 32-bit pattern in every `Half` lane.
-    Const32(u32),
-    /// The f32 inputs of half `n` of the iteration, widened to binary64 (exact).
-    Input(u8),
-    Add(Val, Val),
-    Sub(Val, Val),
-    Mul(Val, Val),
-    /// NaN-propagating min/max (the contract's `fmin`/`fmax`).
-    Min(Val, Val),
-    Max(Val, Val),
-    And(Val, Val),
-    IAdd(Val, Val),
-    Shl(Val, u8),
-    Ushr(Val, u8),
-    Floor(Val),
-    /// `table[base + j]` per lane.
-    Tab(usize, Val),
-    Cmp(Pred, Val, Val),
-    /// `!a & b` on masks.
-    MaskAndNot(Val, Val),
-    MaskAnd(Val, Val),
-    /// `mask ? t : f` on `Full` lanes.
-    Select(Val, Val, Val),
-    /// Binary64 → binary32, IEEE narrowing.
-    Narrow(Val),
-    /// Binary32 → binary64 (exact).
-    Widen(Val),
-    IAdd32(Val, Val),
-    And32(Val, Val),
-    Or32(Val, Val),
-    /// 32-bit integer equality → `HalfMask`.
-    Eq32(Val, Val),
-    /// `mask ? t : f` on `Half` lanes.
-    Select32(Val, Val, Val),
-    /// Jump to the next `Join` when every lane of the `HalfMask` is set.
-    SkipIfAll(Val),
-    Join,
-    /// `dst <- src` (both `Half`): `dst`'s register is overwritten.
-    Assign(Val, Val),
-    /// Store the `Half` value to the outputs of half `n` of the iteration.
-    Store(Val, u8),
-}
-
-impl Op {
-    /// The same operation reading `f(v)` for every operand `v`.
-    fn map(self, f: impl Fn(Val) -> Val) -> Op {
+impl Kind {
+    /// The kind of the value `op` defines.
+    fn of(op: &Op) -> Kind {
         use Op::*;
-        match self {
-            Const(_) | Const32(_) | Input(_) | Join => self,
-            Add(a, b) => Add(f(a), f(b)),
-            Sub(a, b) => Sub(f(a), f(b)),
-            Mul(a, b) => Mul(f(a), f(b)),
-            Min(a, b) => Min(f(a), f(b)),
-            Max(a, b) => Max(f(a), f(b)),
-            And(a, b) => And(f(a), f(b)),
-            IAdd(a, b) => IAdd(f(a), f(b)),
-            Cmp(p, a, b) => Cmp(p, f(a), f(b)),
-            MaskAndNot(a, b) => MaskAndNot(f(a), f(b)),
-            MaskAnd(a, b) => MaskAnd(f(a), f(b)),
-            IAdd32(a, b) => IAdd32(f(a), f(b)),
-            And32(a, b) => And32(f(a), f(b)),
-            Or32(a, b) => Or32(f(a), f(b)),
-            Eq32(a, b) => Eq32(f(a), f(b)),
-            Assign(a, b) => Assign(f(a), f(b)),
-            Shl(a, n) => Shl(f(a), n),
-            Ushr(a, n) => Ushr(f(a), n),
-            Floor(a) => Floor(f(a)),
-            Tab(base, a) => Tab(base, f(a)),
-            Narrow(a) => Narrow(f(a)),
-            Widen(a) => Widen(f(a)),
-            SkipIfAll(a) => SkipIfAll(f(a)),
-            Store(a, n) => Store(f(a), n),
-            Select(m, t, e) => Select(f(m), f(t), f(e)),
-            Select32(m, t, e) => Select32(f(m), f(t), f(e)),
-        }
-    }
-
-    fn operands(&self) -> Vec<Val> {
-        use Op::*;
-        match *self {
-            Const(_) | Const32(_) | Input(_) | Join => vec![],
-            Add(a, b)
-            | Sub(a, b)
-            | Mul(a, b)
-            | Min(a, b)
-            | Max(a, b)
-            | And(a, b)
-            | IAdd(a, b)
-            | Cmp(_, a, b)
-            | MaskAndNot(a, b)
-            | MaskAnd(a, b)
-            | IAdd32(a, b)
-            | And32(a, b)
-            | Or32(a, b)
-            | Eq32(a, b)
-            | Assign(a, b) => vec![a, b],
-            Shl(a, _)
-            | Ushr(a, _)
-            | Floor(a)
-            | Tab(_, a)
-            | Narrow(a)
-            | Widen(a)
-            | SkipIfAll(a)
-            | Store(a, _) => vec![a],
-            Select(m, t, f) | Select32(m, t, f) => vec![m, t, f],
-        }
-    }
-}
-
-/// Records the operations of one step as a straight-line list; implements
-/// the reference's [`Lanes`] so the reference's own functions fill it.
-#[derive(Debug, Default)]
-struct Recorder {
-    ops: Vec<(Op, Kind)>,
-}
-
-impl Recorder {
-    fn push(&mut self, op: Op, kind: Kind) -> Val {
-        self.ops.push((op, kind));
-        Val((self.ops.len() - 1) as u32)
-    }
-    fn full(&mut self, op: Op) -> Val {
-        self.push(op, Kind::Full)
-    }
-    fn half(&mut self, op: Op) -> Val {
-        self.push(op, Kind::Half)
-    }
-    fn mask(&mut self, op: Op) -> Val {
-        self.push(op, Kind::Mask)
-    }
-    fn effect(&mut self, op: Op) {
-        self.push(op, Kind::Nothing);
-    }
-    fn cmp(&mut self, p: Pred, a: Val, b: Val) -> Val {
-        self.mask(Op::Cmp(p, a, b))
-    }
-    fn c32(&mut self, bits: u32) -> Val {
-        self.half(Op::Const32(bits))
-    }
-}
-
-impl Lanes for Recorder {
-    type F = Val;
-    type I = Val;
-    fn c(&mut self, v: f64) -> Val {
-        self.full(Op::Const(v.to_bits()))
-    }
-    fn ic(&mut self, v: i64) -> Val {
-        self.full(Op::Const(v as u64))
-    }
-    fn add(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::Add(a, b))
-    }
-    fn sub(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::Sub(a, b))
-    }
-    fn mul(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::Mul(a, b))
-    }
-    fn fmin(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::Min(a, b))
-    }
-    fn fmax(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::Max(a, b))
-    }
-    fn abs(&mut self, a: Val) -> Val {
-        let m = self.ic(i64::MAX);
-        self.full(Op::And(a, m))
-    }
-    fn bits(&mut self, a: Val) -> Val {
-        a
-    }
-    fn from_bits(&mut self, a: Val) -> Val {
-        a
-    }
-    fn iadd(&mut self, a: Val, b: Val) -> Val {
-        self.full(Op::IAdd(a, b))
-    }
-    fn band(&mut self, a: Val, m: i64) -> Val {
-        let m = self.ic(m);
-        self.full(Op::And(a, m))
-    }
-    fn shl(&mut self, a: Val, s: u8) -> Val {
-        self.full(Op::Shl(a, s))
-    }
-    fn ushr(&mut self, a: Val, s: u8) -> Val {
-        self.full(Op::Ushr(a, s))
-    }
-    fn floor(&mut self, a: Val) -> Val {
-        self.full(Op::Floor(a))
-    }
-    fn select_lt(&mut self, a: Val, b: Val, t: Val, e: Val) -> Val {
-        let m = self.cmp(Pred::Lt, a, b);
-        self.full(Op::Select(m, t, e))
-    }
-    fn tab(&mut self, base: usize, j: Val) -> Val {
-        self.full(Op::Tab(base, j))
-    }
-}
-
-/// [`reference::round_dd_to_f32`] in vector form: the f32 nearest
-/// `hi + lo`, decided with exact midpoints, or `f32(hi)` where undecided.
-fn round_dd(r: &mut Recorder, hi: Val, lo: Val, rel: f64) -> Val {
-    let f = r.half(Op::Narrow(hi));
-    let one = r.c32(1);
-    let minus_one = r.c32(u32::MAX);
-    let bp = r.half(Op::IAdd32(f, one));
-    let bm = r.half(Op::IAdd32(f, minus_one));
-    let fv = r.full(Op::Widen(f));
-    let upv = r.full(Op::Widen(bp));
-    let dnv = r.full(Op::Widen(bm));
-    // `up` of f32::MAX is 2^128 (its successor's bits are +inf).
-    let max = r.c(f64::from(f32::MAX));
-    let is_max = r.cmp(Pred::Eq, fv, max);
-    let two128 = r.c(2f64.powi(128));
-    let up = r.full(Op::Select(is_max, two128, upv));
-    let half = r.c(0.5);
-    let su = r.add(fv, up);
-    let mu = r.mul(su, half);
-    let sd = r.add(fv, dnv);
-    let md = r.mul(sd, half);
-    let relc = r.c(rel);
-    let err = r.mul(relc, hi);
-    let zero = r.c(0.0);
-    let neg_err = r.sub(zero, err);
-    let hu = r.sub(hi, mu);
-    let bu = r.add(hu, lo);
-    let hd = r.sub(hi, md);
-    let bd = r.add(hd, lo);
-    let go_up = r.cmp(Pred::Gt, bu, err);
-    let undecided_up = r.cmp(Pred::Ge, bu, neg_err);
-    let go_down = r.cmp(Pred::Lt, bd, neg_err);
-    let down = r.mask(Op::MaskAndNot(undecided_up, go_down));
-    let t = r.full(Op::Select(down, dnv, fv));
-    let res = r.full(Op::Select(go_up, upv, t));
-    // `!f.is_finite() && !hi.is_finite()` keeps `f`.
-    let absf = r.abs(fv);
-    let absh = r.abs(hi);
-    let inf = r.c(f64::INFINITY);
-    let nf_f = r.cmp(Pred::Nlt, absf, inf);
-    let nf_h = r.cmp(Pred::Nlt, absh, inf);
-    let nf = r.mask(Op::MaskAnd(nf_f, nf_h));
-    let res = r.full(Op::Select(nf, fv, res));
-    r.half(Op::Narrow(res))
-}
-
-/// Two halves of one iteration recorded in lockstep: every operation is
-/// recorded for half 0, then for half 1, so the two independent chains
-/// interleave in the body. Constants are shared.
-struct Pair<'r>(&'r mut Recorder);
-
-macro_rules! pair_ops {
-    ($($name:ident($($arg:ident),*);)*) => {
-        $(fn $name(&mut self, $($arg: (Val, Val)),*) -> (Val, Val) {
-            let a = self.0.$name($($arg.0),*);
-            let b = self.0.$name($($arg.1),*);
-            (a, b)
-        })*
-    };
-}
-
-impl Lanes for Pair<'_> {
-    type F = (Val, Val);
-    type I = (Val, Val);
-    fn c(&mut self, v: f64) -> (Val, Val) {
-        let c = self.0.c(v);
-        (c, c)
-    }
-    fn ic(&mut self, v: i64) -> (Val, Val) {
-        let c = self.0.ic(v);
-        (c, c)
-    }
-    pair_ops! {
-        add(a, b); sub(a, b); mul(a, b); fmin(a, b); fmax(a, b); abs(a);
-        bits(a); from_bits(a); iadd(a, b); floor(a); select_lt(a, b, t, e);
-    }
-    fn band(&mut self, a: (Val, Val), m: i64) -> (Val, Val) {
-        let m = self.0.ic(m);
-        (self.0.full(Op::And(a.0, m)), self.0.full(Op::And(a.1, m)))
-    }
-    fn shl(&mut self, a: (Val, Val), n: u8) -> (Val, Val) {
-        (self.0.shl(a.0, n), self.0.shl(a.1, n))
-    }
-    fn ushr(&mut self, a: (Val, Val), n: u8) -> (Val, Val) {
-        (self.0.ushr(a.0, n), self.0.ushr(a.1, n))
-    }
-    fn tab(&mut self, base: usize, j: (Val, Val)) -> (Val, Val) {
-        (self.0.tab(base, j.0), self.0.tab(base, j.1))
-    }
-}
-
-fn inputs(r: &mut Recorder) -> (Val, Val) {
-    (r.full(Op::Input(0)), r.full(Op::Input(1)))
-}
-
-/// One iteration of `exp` (one or two halves): the fast path and its
-/// rounding test for each; then, per half, the slow path when any of its
-/// lanes fails; the stores.
-fn record_exp(two_halves: bool) -> Recorder {
-    let mut r = Recorder::default();
-    let mut fast = Vec::with_capacity(2);
-    if two_halves {
-        let x = inputs(&mut r);
-        let (lo, hi) = {
-            let mut p = Pair(&mut r);
-            let y = reference::exp_fast(&mut p, x);
-            reference::exp_fast_interval(&mut p, y)
-        };
-        fast.push((x.0, lo.0, hi.0));
-        fast.push((x.1, lo.1, hi.1));
-    } else {
-        let x = r.full(Op::Input(0));
-        let y = reference::exp_fast(&mut r, x);
-        let (lo, hi) = reference::exp_fast_interval(&mut r, y);
-        fast.push((x, lo, hi));
-    }
-    let mut halves = Vec::with_capacity(2);
-    for (xh, l, h) in fast {
-        let flo = r.half(Op::Narrow(l));
-        let fhi = r.half(Op::Narrow(h));
-        let ok = r.push(Op::Eq32(flo, fhi), Kind::HalfMask);
-        halves.push((xh, flo, ok));
-    }
-    for &(xh, flo, ok) in &halves {
-        r.effect(Op::SkipIfAll(ok));
-        let d: Dd<Val> = reference::exp_slow(&mut r, xh);
-        let slow = round_dd(&mut r, d.hi, d.lo, table::EXP_SLOW_ERR);
-        let merged = r.half(Op::Select32(ok, flo, slow));
-        r.effect(Op::Assign(flo, merged));
-        r.effect(Op::Join);
-    }
-    for (n, &(_, flo, _)) in halves.iter().enumerate() {
-        r.effect(Op::Store(flo, n as u8));
-    }
-    r
-}
-
-/// One iteration of `erf` (one or two halves): one binary64 evaluation,
-/// one narrowing, then the contract's exception list (by `|x|` bits, sign
-/// applied after).
-fn record_erf(two_halves: bool) -> Recorder {
-    let mut r = Recorder::default();
-    let mut evaluated = Vec::with_capacity(2);
-    if two_halves {
-        let x = inputs(&mut r);
-        let y = reference::erf_eval(&mut Pair(&mut r), x);
-        evaluated.push((x.0, y.0));
-        evaluated.push((x.1, y.1));
-    } else {
-        let x = r.full(Op::Input(0));
-        let y = reference::erf_eval(&mut r, x);
-        evaluated.push((x, y));
-    }
-    for (n, (xh, yh)) in evaluated.into_iter().enumerate() {
-        let mut out = r.half(Op::Narrow(yh));
-        if !table::ERF_EXCEPTIONS.is_empty() {
-            let xf = r.half(Op::Narrow(xh));
-            let abs_mask = r.c32(0x7fff_ffff);
-            let ax = r.half(Op::And32(xf, abs_mask));
-            let sign_mask = r.c32(0x8000_0000);
-            let sign = r.half(Op::And32(xf, sign_mask));
-            for &(input, output) in table::ERF_EXCEPTIONS.iter() {
-                let want = r.c32(input);
-                let hit = r.push(Op::Eq32(ax, want), Kind::HalfMask);
-                let o = r.c32(output);
-                let signed = r.half(Op::Or32(o, sign));
-                out = r.half(Op::Select32(hit, signed, out));
+        match op {
+            Const(_) | Input(_) | Add(..) | Sub(..) | Mul(..) | Min(..) | Max(..) | And(..)
+            | IAdd(..) | Shl(..) | Ushr(..) | Floor(_) | Tab(..) | Select(..) | Widen(_) => {
+                Kind::Full
             }
+            Const32(_) | Narrow(_) | IAdd32(..) | And32(..) | Or32(..) | Select32(..) => Kind::Half,
+            Cmp(..) | MaskAndNot(..) | MaskAnd(..) => Kind::Mask,
+            Eq32(..) => Kind::HalfMask,
+            SkipIfAll(_) | Join | Assign(..) | Store(..) => Kind::Nothing,
         }
-        r.effect(Op::Store(out, n as u8));
     }
-    r
 }
+
+/// The `vcmppd` predicate of a recorded comparison (ordered predicates are
+/// false when either side is NaN).
+fn vcmp_predicate(p: Pred) -> i32 {
+    match p {
+        Pred::Eq => 0x00,
+        Pred::Lt => 0x11,
+        Pred::Nlt => 0x15,
+        Pred::Ge => 0x1d,
+        Pred::Gt => 0x1e,
+    }
+}
+
+/// `vcmppd`'s unordered predicate (true when either side is NaN).
+const VCMP_UNORD: i32 = 0x03;
 
 // ----------------------------------------------------------- allocation ---
 
@@ -1178,7 +821,7 @@ impl Lower<'_> {
             Op::Cmp(p, x, y) => {
                 let a = e.asm();
                 let r1 = self.reg(a, x, s1)? as usize;
-                let imm = p as i32;
+                let imm = vcmp_predicate(p);
                 match (tier, self.src(y)?) {
                     (Tier::Avx2, src) => {
                         let d = self.dst(i)? as usize;
@@ -1512,14 +1155,13 @@ impl Lower<'_> {
                 let (t, xx) = (YMM[s2 as usize], YMM[xr as usize]);
                 // d = unord(x, x) ? x : t (x is not a constant, so not in s1).
                 let m = YMM[s1 as usize];
-                a.vcmppd(m, xx, xx, Pred::Unord as i32)
-                    .map_err(iced("a min/max"))?;
+                a.vcmppd(m, xx, xx, VCMP_UNORD).map_err(iced("a min/max"))?;
                 a.vblendvpd(YMM[d as usize], t, xx, m)
                     .map_err(iced("a min/max"))?;
             }
             Tier::Avx512 => {
                 let (t, xx) = (ZMM[s2 as usize], ZMM[xr as usize]);
-                a.vcmppd(k1, xx, xx, Pred::Unord as i32)
+                a.vcmppd(k1, xx, xx, VCMP_UNORD)
                     .map_err(iced("a min/max"))?;
                 a.vblendmpd(ZMM[d as usize].k1(), t, xx)
                     .map_err(iced("a min/max"))?;
@@ -1531,7 +1173,8 @@ impl Lower<'_> {
 
 /// Emits the whole body for `rec`'s step at `tier` under `abi`.
 fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
-    let (fused, rows) = fuse_rows(&rec.ops);
+    let recorded: Vec<(Op, Kind)> = rec.ops.iter().map(|&op| (op, Kind::of(&op))).collect();
+    let (fused, rows) = fuse_rows(&recorded);
     let ops = &fused;
     let plan = plan(tier, ops)?;
     let lanes = (halves * tier.lanes()) as i32;
