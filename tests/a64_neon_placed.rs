@@ -11,6 +11,8 @@
 #[path = "support/a64_kernels.rs"]
 mod a64_kernels;
 
+use a64_kernels::{inputs, same};
+
 use std::sync::Arc;
 
 use weft_kernel::{Isa, Kernel, NativeCode};
@@ -108,30 +110,8 @@ fn call(k: &Kernel<TernaryArgs>, a: &Buf, b: &Buf, c: &Buf, out: &mut Buf) {
     k.call(&args);
 }
 
-/// Deterministic finite inputs of varied magnitude, specials mixed in.
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    const SPECIAL: [f32; 6] = [0.0, -0.0, f32::INFINITY, 1.0e-40, f32::MAX, -1.0];
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            if s.is_multiple_of(7) {
-                SPECIAL[i % SPECIAL.len()]
-            } else {
-                f32::from_bits(((s >> 32) as u32 & 0x807f_ffff) | ((120 + (s % 16) as u32) << 23))
-            }
-        })
-        .collect()
-}
-
 /// What a kernel is compared with.
 type Reference = fn(f32, f32, f32) -> f32;
-
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
 
 /// Run `k` on `n` elements with the given byte skews and compare with `want`.
 fn check(k: &Kernel<TernaryArgs>, n: usize, skews: [usize; 4], want: Reference) {

@@ -18,6 +18,8 @@ mod a64_elf;
 #[path = "support/a64_kernels.rs"]
 mod a64_kernels;
 
+use a64_kernels::{inputs, same};
+
 use std::time::Duration;
 
 use a64_elf::{choose_runner, runner, words, Image, RunError, MISSING_QEMU};
@@ -50,42 +52,6 @@ const HAND_FMA: [u32; 21] = [
     0x54ff_ff21, // b.ne tail                ; -0x1c
     0xd65f_03c0, // done: ret
 ];
-
-/// Deterministic inputs: a xorshift stream of finite values of every
-/// magnitude, with specials (±0, ±inf, subnormals, max) sprinkled in.
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    const SPECIAL: [f32; 8] = [
-        0.0,
-        -0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        1.0e-40,
-        -f32::MIN_POSITIVE,
-        f32::MAX,
-        1.0,
-    ];
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            if s.is_multiple_of(7) {
-                SPECIAL[i % SPECIAL.len()]
-            } else {
-                // Sign, an exponent near 1.0 (so products and sums round
-                // for real), a full mantissa.
-                let bits = ((s >> 32) as u32 & 0x807f_ffff) | ((120 + (s % 16) as u32) << 23);
-                f32::from_bits(bits)
-            }
-        })
-        .collect()
-}
-
-/// Equal as the elementwise contracts compare: by bits, NaNs by class.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
 
 /// Run an `FmaArgs { a, b, c, out, len }` kernel on `n` elements, each
 /// array starting at its own offset from a 64-byte boundary, and compare
