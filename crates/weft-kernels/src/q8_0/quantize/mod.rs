@@ -1,0 +1,1 @@
+//! The activation quantiser family `q8_0.quantize`. Filled in by its author.
