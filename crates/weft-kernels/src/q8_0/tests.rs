@@ -413,21 +413,23 @@ fn arm_cross_compiles_for_the_other_isa() {
     }
 }
 
-mod twin_tests {
+/// Validation of `q8_0.matvec` twins of the f32x4 arm, shared by the x64
+/// and arm64 twin tests.
+pub(super) mod twin_tests {
     use super::super::x64::{Q8MatvecX64, Tier, TWINS};
     use super::*;
     use weft_kernel::{Kernel, Offer, Refusal, Twin};
     use weft_validate::{validate, Element, Outcome, Outputs, Validation, CANARY_F32};
 
     /// One case: weights, activations and the rows to compute.
-    struct Case {
-        w: Q8Weights,
-        x: Q8Activations,
-        rows: std::ops::Range<usize>,
+    pub(crate) struct Case {
+        pub(crate) w: Q8Weights,
+        pub(crate) x: Q8Activations,
+        pub(crate) rows: std::ops::Range<usize>,
     }
 
     /// Validation of `q8_0.matvec` twins on the brief's shapes.
-    struct Q8Validation;
+    pub(crate) struct Q8Validation;
 
     // SAFETY: `Args` is the `#[repr(C)]` struct of contracts naming
     // ARGS_NAME, and `run` calls a kernel only with args built by
