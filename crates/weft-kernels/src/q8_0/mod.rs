@@ -45,11 +45,8 @@
 //! four ymm, an AVX-512 twin as two zmm (`acc[0]|acc[1]`, `acc[2]|acc[3]`).
 
 pub mod a64;
-pub mod a64_pairs;
 pub mod arm;
 pub mod block;
-pub mod pairs;
-pub mod quantize;
 pub mod reference;
 pub mod x64;
 

@@ -1,1 +1,0 @@
-//! The activation quantiser family `q8_0.quantize`. Filled in by its author.
