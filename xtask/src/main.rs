@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_elementwise;
+mod bench_q8;
 mod check_encodings;
 mod exhaustive;
 
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
         }
         "check-encodings" => check_encodings::run(rest),
         "exhaustive" => exhaustive::run(rest),
-        "bench" => bench_elementwise::run(rest),
+        "bench" => bench(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     match result {
@@ -36,6 +37,20 @@ fn main() -> ExitCode {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `bench NAME`: dispatch on the benchmark's name.
+fn bench(rest: &[String]) -> Result<(), String> {
+    match rest.first().map(String::as_str) {
+        Some("elementwise") => bench_elementwise::run(rest),
+        Some("q8-matvec") => bench_q8::run(rest),
+        Some(other) => Err(format!(
+            "bench: unknown benchmark `{other}` (elementwise, q8-matvec)\n{USAGE}"
+        )),
+        None => Err(format!(
+            "bench: which benchmark? (elementwise, q8-matvec)\n{USAGE}"
+        )),
     }
 }
 
@@ -62,4 +77,6 @@ commands:
   help                 this text
   check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
-  bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median";
+  bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
+  bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
+                       next to a streaming read of the same weights, interleaved, median";

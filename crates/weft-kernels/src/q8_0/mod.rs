@@ -44,7 +44,6 @@
 //! eight f32x4 vectors (`acc[g][0..4]`, `acc[g][4..8]`); an AVX2 twin as
 //! four ymm, an AVX-512 twin as two zmm (`acc[0]|acc[1]`, `acc[2]|acc[3]`).
 
-pub mod a64;
 pub mod arm;
 pub mod block;
 pub mod reference;

@@ -1,0 +1,645 @@
+//! `cargo xtask bench q8-matvec`: time per call of the `q8_0.matvec` arm and
+//! of every x64 twin the host runs, at 1 and 2 threads, next to a peer that
+//! only streams the same weight bytes (a safe-Rust read loop), at the
+//! shapes rows×cols 576×576, 1536×576, 576×1536, 4096×4096 and 4096×14336,
+//! each with batch 1 and batch 4.
+//!
+//! Protocol, per shape and batch: every candidate is warmed up and its
+//! repetitions per sample are calibrated (enough calls for about
+//! [`SAMPLE_SECS`], at least one), then [`ROUNDS`] rounds run in which every
+//! candidate takes one sample, interleaved (the starting candidate rotates
+//! each round), and each candidate reports its median. Drifting clocks and
+//! noisy neighbours so hit every candidate alike.
+//!
+//! The last line is the summary (see [`summarize`]):
+//! `bench q8-matvec: best_twin_vs_arm_l2=X dram_fraction_1t=Y dram_fraction_2t=Z`.
+//! `cargo xtask bench` always runs from a release build (see `main.rs`).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use weft_kernel::{Host, MemberViews, Twin};
+use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
+use weft_kernels::q8_0::x64::TWINS;
+use weft_kernels::q8_0::{quantize_activations, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN};
+
+/// The shapes, `(rows, cols)`.
+const SHAPES: [(usize, usize); 5] = [
+    (576, 576),
+    (1536, 576),
+    (576, 1536),
+    (4096, 4096),
+    (4096, 14336),
+];
+/// Activation vectors per call.
+const BATCHES: [usize; 2] = [1, 4];
+/// Thread counts of every candidate.
+const THREADS: [u64; 2] = [1, 2];
+/// The shape (at batch 1) whose weights come from DRAM, for the
+/// `dram_fraction` figures.
+const DRAM_SHAPE: (usize, usize) = (4096, 14336);
+/// Interleaved rounds; the median is reported.
+const ROUNDS: usize = 11;
+/// Target duration of one sample (the calls per sample are calibrated to
+/// it, so the big shapes take fewer calls per round).
+const SAMPLE_SECS: f64 = 0.010;
+/// Upper bound on calls per sample.
+const MAX_REPS: usize = 4096;
+/// The L2 size assumed when the host does not report one.
+const L2_FALLBACK: u64 = 1 << 20;
+
+/// What a candidate is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The arm.
+    Arm,
+    /// An x64 twin.
+    Twin,
+    /// The streaming-read peer.
+    Stream,
+}
+
+/// How a candidate runs.
+enum Runner<'a> {
+    /// A placed `q8_0.matvec` kernel.
+    Kernel(&'a Q8MatvecKernel),
+    /// The streaming-read peer over the weight bytes.
+    Stream,
+}
+
+/// One candidate at one thread count.
+struct Candidate<'a> {
+    name: &'static str,
+    kind: Kind,
+    threads: u64,
+    runner: Runner<'a>,
+}
+
+/// The operands of one shape and batch.
+struct Operands<'a> {
+    w: &'a Q8Weights,
+    x: &'a Q8Activations,
+    views: &'a MemberViews,
+}
+
+/// One candidate's result.
+#[derive(Clone, Debug, PartialEq)]
+struct Row {
+    name: String,
+    kind: Kind,
+    threads: u64,
+    /// Median seconds per call.
+    median: f64,
+}
+
+/// All candidates' results at one shape and batch.
+#[derive(Clone, Debug, PartialEq)]
+struct Measured {
+    rows: usize,
+    cols: usize,
+    batch: usize,
+    results: Vec<Row>,
+}
+
+impl Measured {
+    /// Bytes of W read per call.
+    fn weight_bytes(&self) -> u64 {
+        (self.rows * (self.cols / BLOCK_LEN) * BLOCK_BYTES) as u64
+    }
+
+    /// The smallest median of the candidates of `kind` at `threads`.
+    fn best(&self, kind: Kind, threads: u64) -> Option<f64> {
+        self.results
+            .iter()
+            .filter(|r| r.kind == kind && r.threads == threads)
+            .map(|r| r.median)
+            .min_by(f64::total_cmp)
+    }
+}
+
+/// The summary figures; `None` when the host has no twin (or, for the
+/// first, no shape fits in L2).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Summary {
+    best_twin_vs_arm_l2: Option<f64>,
+    dram_fraction_1t: Option<f64>,
+    dram_fraction_2t: Option<f64>,
+}
+
+/// The median of `v` (the mean of the middle two for an even count);
+/// `None` for no samples.
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The summary of `all`, with `l2` bytes of L2:
+///
+/// - `best_twin_vs_arm_l2`: over the L2-resident shapes (weight bytes ≤
+///   `l2`), batch 1 and 4, 1 thread, the **minimum** of arm median / best
+///   twin median. The minimum, not a mean, so a target on it must hold at
+///   every such shape and batch.
+/// - `dram_fraction_1t` / `_2t`: at [`DRAM_SHAPE`] batch 1, the best twin's
+///   weight bytes per second over the streaming read's, at 1 and 2 threads
+///   (the same bytes per call, so streaming median / twin median).
+fn summarize(all: &[Measured], l2: u64) -> Summary {
+    let best_twin_vs_arm_l2 = all
+        .iter()
+        .filter(|m| m.weight_bytes() <= l2)
+        .filter_map(|m| Some(m.best(Kind::Arm, 1)? / m.best(Kind::Twin, 1)?))
+        .min_by(f64::total_cmp);
+    let dram = all
+        .iter()
+        .find(|m| (m.rows, m.cols) == DRAM_SHAPE && m.batch == 1);
+    let fraction =
+        |t: u64| dram.and_then(|m| Some(m.best(Kind::Stream, t)? / m.best(Kind::Twin, t)?));
+    Summary {
+        best_twin_vs_arm_l2,
+        dram_fraction_1t: fraction(1),
+        dram_fraction_2t: fraction(2),
+    }
+}
+
+/// xorshift64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut s = self.0;
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        self.0 = s;
+        s
+    }
+}
+
+/// Random W: quants any byte, scales normal binary16 in 2^-9..2^-5 of
+/// either sign.
+fn random_weights(rows: usize, cols: usize, seed: u64) -> Result<Q8Weights, String> {
+    let mut rng = Rng(seed);
+    let blocks = rows * (cols / BLOCK_LEN);
+    let mut bytes = Vec::with_capacity(blocks * BLOCK_BYTES);
+    for _ in 0..blocks {
+        let r = rng.next();
+        // biased exponent 6..=9 (2^-9 ..< 2^-5), any mantissa, either sign
+        let d = (0x1800 + (r % 0x1000) as u16) | (((r >> 32) & 1) as u16) << 15;
+        bytes.extend_from_slice(&d.to_le_bytes());
+        for _ in 0..BLOCK_LEN / 8 {
+            bytes.extend_from_slice(&rng.next().to_le_bytes());
+        }
+    }
+    Q8Weights::from_bytes(bytes, rows, cols).map_err(|e| e.to_string())
+}
+
+/// Random activations in [-1, 1), quantised by the family's quantiser.
+fn random_activations(cols: usize, batch: usize, seed: u64) -> Result<Q8Activations, String> {
+    let mut rng = Rng(seed);
+    let x: Vec<f32> = (0..cols * batch)
+        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        .collect();
+    quantize_activations(&x, cols, batch).map_err(|e| e.to_string())
+}
+
+/// The streaming read: every byte of `bytes` as u64 words into eight
+/// independent accumulators (so no add chain limits the loads).
+fn stream_sum(bytes: &[u8]) -> u64 {
+    let (words, tail) = bytes.as_chunks::<8>();
+    let (octets, rest) = words.as_chunks::<8>();
+    let mut acc = [0u64; 8];
+    for o in octets {
+        for (a, w) in acc.iter_mut().zip(o) {
+            *a = a.wrapping_add(u64::from_le_bytes(*w));
+        }
+    }
+    for (a, w) in acc.iter_mut().zip(rest) {
+        *a = a.wrapping_add(u64::from_le_bytes(*w));
+    }
+    let t = tail.iter().fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
+    acc.iter().fold(t, |s, &a| s.wrapping_add(a))
+}
+
+/// The streaming read split into `parts` contiguous pieces (64-byte
+/// aligned boundaries), each on its own scoped thread (as `run_threaded`
+/// spawns one per range).
+fn stream_threaded(bytes: &[u8], parts: u64) -> Result<u64, String> {
+    let parts = usize::try_from(parts.max(1)).map_err(|e| e.to_string())?;
+    let piece = bytes.len().div_ceil(parts).next_multiple_of(64).max(64);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bytes
+            .chunks(piece)
+            .map(|c| s.spawn(move || stream_sum(black_box(c))))
+            .collect();
+        handles.into_iter().try_fold(0u64, |acc, h| {
+            h.join()
+                .map(|v| acc.wrapping_add(v))
+                .map_err(|_| "a streaming thread panicked".to_string())
+        })
+    })
+}
+
+/// One call of `c`.
+fn call(c: &Candidate<'_>, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> {
+    match (&c.runner, c.threads) {
+        (Runner::Kernel(k), 1) => k
+            .run(ops.w, ops.x, y, 0..ops.w.rows())
+            .map_err(|e| e.to_string())?,
+        (Runner::Kernel(k), t) => k
+            .run_threaded(ops.w, ops.x, y, ops.views, t)
+            .map_err(|e| e.to_string())?,
+        (Runner::Stream, 1) => {
+            black_box(stream_sum(black_box(ops.w.bytes())));
+        }
+        (Runner::Stream, t) => {
+            black_box(stream_threaded(ops.w.bytes(), t)?);
+        }
+    }
+    black_box(&mut *y);
+    Ok(())
+}
+
+/// Seconds per call over `reps` calls.
+fn sample(
+    c: &Candidate<'_>,
+    ops: &Operands<'_>,
+    y: &mut [f32],
+    reps: usize,
+) -> Result<f64, String> {
+    let t = Instant::now();
+    for _ in 0..reps {
+        call(c, ops, y)?;
+    }
+    Ok(t.elapsed().as_secs_f64() / reps as f64)
+}
+
+/// Warm-up and calibration: calls per sample for `c`.
+fn calibrate(c: &Candidate<'_>, ops: &Operands<'_>, y: &mut [f32]) -> Result<usize, String> {
+    call(c, ops, y)?;
+    let once = sample(c, ops, y, 1)?;
+    let reps = ((SAMPLE_SECS / once.max(1e-9)).ceil() as usize).clamp(1, MAX_REPS);
+    // a warm-up sample at the calibrated length
+    sample(c, ops, y, reps)?;
+    Ok(reps)
+}
+
+/// The placed twins the host runs, for the offer of this geometry.
+fn twins(
+    host: &Host,
+    rows: usize,
+    cols: usize,
+    batch: usize,
+) -> Result<Vec<(&'static str, Q8MatvecKernel)>, String> {
+    let offer = offer_for(rows as u64, cols as u64, batch as u64).map_err(|e| e.to_string())?;
+    let mut v = Vec::new();
+    for twin in TWINS {
+        if weft_kernel::require_features(host, twin.requires()).is_err() {
+            continue;
+        }
+        let code = twin
+            .emit(&offer)
+            .map_err(|e| format!("{}: {e}", twin.name()))?;
+        // SAFETY: the q8_0.matvec twins are validated against the reference
+        // (crates/weft-kernels/src/q8_0/tests.rs): they honour the leaf ABI,
+        // read only the blocks the arguments name and write only their rows'
+        // outputs.
+        let k = unsafe { Q8MatvecKernel::from_native(&code) }
+            .map_err(|e| format!("{}: {e}", twin.name()))?;
+        v.push((twin.name(), k));
+    }
+    Ok(v)
+}
+
+/// Measure every candidate at one shape and batch.
+fn measure(
+    host: &Host,
+    arm: &Q8MatvecKernel,
+    w: &Q8Weights,
+    cols: usize,
+    batch: usize,
+) -> Result<Measured, String> {
+    let rows = w.rows();
+    let x = random_activations(
+        cols,
+        batch,
+        0x9E37_79B9_7F4A_7C15 ^ (cols * 8 + batch) as u64,
+    )?;
+    let offer = offer_for(rows as u64, cols as u64, batch as u64).map_err(|e| e.to_string())?;
+    let views = offer
+        .views
+        .ok_or_else(|| format!("the {rows}×{cols} offer has no member views"))?;
+    let twins = twins(host, rows, cols, batch)?;
+    let mut cands = Vec::new();
+    for threads in THREADS {
+        cands.push(Candidate {
+            name: ARM_NAME,
+            kind: Kind::Arm,
+            threads,
+            runner: Runner::Kernel(arm),
+        });
+        for (name, k) in &twins {
+            cands.push(Candidate {
+                name,
+                kind: Kind::Twin,
+                threads,
+                runner: Runner::Kernel(k),
+            });
+        }
+        cands.push(Candidate {
+            name: "stream-read (peer)",
+            kind: Kind::Stream,
+            threads,
+            runner: Runner::Stream,
+        });
+    }
+    let ops = Operands {
+        w,
+        x: &x,
+        views: &views,
+    };
+    let mut y = vec![0f32; rows * batch];
+    let reps = cands
+        .iter()
+        .map(|c| calibrate(c, &ops, &mut y))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut samples = vec![Vec::with_capacity(ROUNDS); cands.len()];
+    for round in 0..ROUNDS {
+        for i in 0..cands.len() {
+            let j = (i + round) % cands.len();
+            samples[j].push(sample(&cands[j], &ops, &mut y, reps[j])?);
+        }
+    }
+    let results = cands
+        .iter()
+        .zip(&samples)
+        .map(|(c, s)| {
+            Ok(Row {
+                name: c.name.to_owned(),
+                kind: c.kind,
+                threads: c.threads,
+                median: median(s).ok_or("no samples")?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Measured {
+        rows,
+        cols,
+        batch,
+        results,
+    })
+}
+
+/// Print one shape and batch's table.
+fn print_table(m: &Measured, l2: u64) {
+    let bytes = m.weight_bytes() as f64;
+    let flops = (2 * m.rows * m.cols * m.batch) as f64;
+    println!();
+    println!(
+        "{}×{} batch {}: {} weight bytes per call{}",
+        m.rows,
+        m.cols,
+        m.batch,
+        m.weight_bytes(),
+        if m.weight_bytes() <= l2 {
+            " (L2-resident)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  {:<32} {:>3} {:>12} {:>8} {:>8} {:>7}",
+        "candidate", "thr", "median µs", "GB/s", "GFLOP/s", "vs arm"
+    );
+    for r in &m.results {
+        let arm = m.best(Kind::Arm, r.threads).unwrap_or(f64::NAN);
+        let gflops = match r.kind {
+            Kind::Stream => "-".to_string(),
+            _ => format!("{:.1}", flops / r.median / 1e9),
+        };
+        println!(
+            "  {:<32} {:>3} {:>12.1} {:>8.1} {:>8} {:>7.2}",
+            r.name,
+            r.threads,
+            r.median * 1e6,
+            bytes / r.median / 1e9,
+            gflops,
+            arm / r.median
+        );
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "absent".to_string(), |v| format!("{v:.2}"))
+}
+
+/// Entry point: `bench q8-matvec`.
+pub fn run(args: &[String]) -> Result<(), String> {
+    match args {
+        [name] if name == "q8-matvec" => {}
+        [name, extra, ..] if name == "q8-matvec" => {
+            return Err(format!(
+                "bench q8-matvec takes no arguments (got `{extra}`)"
+            ))
+        }
+        _ => return Err(format!("bench q8-matvec: unexpected arguments {args:?}")),
+    }
+    if cfg!(debug_assertions) {
+        println!("  (debug build: run `cargo run --release -p xtask -- bench q8-matvec` for real figures)");
+    }
+    let host = Host::detect();
+    let (l2, l2_source) = match host.caches.l2 {
+        Some(b) if b > 0 => (u64::from(b), "detected"),
+        _ => (L2_FALLBACK, "unknown, assumed"),
+    };
+    let arm = Q8MatvecKernel::arm().map_err(|e| format!("{ARM_NAME}: {e}"))?;
+    let present: Vec<&str> = TWINS
+        .iter()
+        .filter(|t| weft_kernel::require_features(&host, t.requires()).is_ok())
+        .map(|t| t.name())
+        .collect();
+    println!(
+        "bench q8-matvec: {} ({} logical cores), L2 {} KiB ({l2_source}); twins: {}",
+        host.model,
+        host.logical_cores,
+        l2 / 1024,
+        if present.is_empty() {
+            "absent".to_string()
+        } else {
+            present.join(", ")
+        }
+    );
+    println!(
+        "  {ROUNDS} interleaved rounds, ~{} ms per sample, medians; \
+         GB/s counts W's bytes, `vs arm` is arm median / candidate median at the same threads",
+        SAMPLE_SECS * 1e3
+    );
+    let mut all = Vec::new();
+    for (i, &(rows, cols)) in SHAPES.iter().enumerate() {
+        let w = random_weights(rows, cols, 0x2545_F491_4F6C_DD1D + i as u64)?;
+        for batch in BATCHES {
+            let m = measure(&host, &arm, &w, cols, batch)?;
+            print_table(&m, l2);
+            all.push(m);
+        }
+    }
+    let s = summarize(&all, l2);
+    println!();
+    println!(
+        "bench q8-matvec: best_twin_vs_arm_l2={} dram_fraction_1t={} dram_fraction_2t={}",
+        fmt_opt(s.best_twin_vs_arm_l2),
+        fmt_opt(s.dram_fraction_1t),
+        fmt_opt(s.dram_fraction_2t)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: Kind, threads: u64, median: f64) -> Row {
+        Row {
+            name: format!("{kind:?}"),
+            kind,
+            threads,
+            median,
+        }
+    }
+
+    fn shape(rows: usize, cols: usize, batch: usize, results: Vec<Row>) -> Measured {
+        Measured {
+            rows,
+            cols,
+            batch,
+            results,
+        }
+    }
+
+    #[test]
+    fn median_of_odd_even_and_none() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[5.0]), Some(5.0));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn stream_sum_counts_every_byte() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        // Σ bytes as little-endian u64 words plus the tail bytes.
+        let (words, tail) = bytes.as_chunks::<8>();
+        let want = words
+            .iter()
+            .map(|w| u64::from_le_bytes(*w))
+            .chain(tail.iter().map(|&b| u64::from(b)))
+            .fold(0u64, u64::wrapping_add);
+        assert_eq!(stream_sum(&bytes), want);
+        let two = stream_threaded(&bytes, 2).expect("threads");
+        // the 64-byte aligned split keeps every word whole
+        assert_eq!(two, want);
+    }
+
+    #[test]
+    fn summary_takes_the_minimum_over_l2_shapes_and_the_dram_fractions() {
+        let l2 = 1 << 20;
+        let all = vec![
+            // 576×576: 352512 bytes, in L2; arm/best twin = 4/2 = 2.0
+            shape(
+                576,
+                576,
+                1,
+                vec![
+                    row(Kind::Arm, 1, 4.0),
+                    row(Kind::Twin, 1, 3.0),
+                    row(Kind::Twin, 1, 2.0),
+                    row(Kind::Twin, 2, 0.1), // 2 threads: ignored
+                ],
+            ),
+            // batch 4: 3/2 = 1.5, the minimum
+            shape(
+                576,
+                576,
+                4,
+                vec![row(Kind::Arm, 1, 3.0), row(Kind::Twin, 1, 2.0)],
+            ),
+            // 4096×4096 is not in a 1 MiB L2: its 0.5 is ignored
+            shape(
+                4096,
+                4096,
+                1,
+                vec![row(Kind::Arm, 1, 1.0), row(Kind::Twin, 1, 2.0)],
+            ),
+            shape(
+                4096,
+                14336,
+                1,
+                vec![
+                    row(Kind::Arm, 1, 9.0),
+                    row(Kind::Twin, 1, 5.0),
+                    row(Kind::Twin, 1, 4.0),
+                    row(Kind::Stream, 1, 3.0),
+                    row(Kind::Twin, 2, 2.5),
+                    row(Kind::Stream, 2, 2.0),
+                ],
+            ),
+            // batch 4 of the DRAM shape does not count
+            shape(
+                4096,
+                14336,
+                4,
+                vec![row(Kind::Twin, 1, 100.0), row(Kind::Stream, 1, 1.0)],
+            ),
+        ];
+        let s = summarize(&all, l2);
+        assert_eq!(s.best_twin_vs_arm_l2, Some(1.5));
+        assert_eq!(s.dram_fraction_1t, Some(0.75));
+        assert_eq!(s.dram_fraction_2t, Some(0.8));
+        // a 64 MiB L2 takes every shape in: 4096×4096 (17 MiB) gives 0.5
+        assert_eq!(summarize(&all, 64 << 20).best_twin_vs_arm_l2, Some(0.5));
+    }
+
+    #[test]
+    fn summary_without_twins_is_absent() {
+        let all = vec![
+            shape(
+                576,
+                576,
+                1,
+                vec![row(Kind::Arm, 1, 4.0), row(Kind::Stream, 1, 1.0)],
+            ),
+            shape(
+                4096,
+                14336,
+                1,
+                vec![row(Kind::Arm, 1, 4.0), row(Kind::Stream, 1, 1.0)],
+            ),
+        ];
+        let s = summarize(&all, 1 << 20);
+        assert_eq!(
+            s,
+            Summary {
+                best_twin_vs_arm_l2: None,
+                dram_fraction_1t: None,
+                dram_fraction_2t: None,
+            }
+        );
+        assert_eq!(fmt_opt(None), "absent");
+        assert_eq!(fmt_opt(Some(0.456)), "0.46");
+    }
+
+    #[test]
+    fn weight_bytes_and_scales() {
+        let m = shape(576, 576, 1, Vec::new());
+        assert_eq!(m.weight_bytes(), 576 * 18 * 34);
+        let w = random_weights(2, 64, 1).expect("weights");
+        for b in w.bytes().chunks_exact(BLOCK_BYTES) {
+            let e = (u16::from_le_bytes([b[0], b[1]]) >> 10) & 0x1f;
+            assert!((6..=9).contains(&e), "exponent {e}");
+        }
+    }
+}
