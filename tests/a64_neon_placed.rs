@@ -107,7 +107,8 @@ fn call(k: &Kernel<TernaryArgs>, a: &Buf, b: &Buf, c: &Buf, out: &mut Buf) {
         out: out.mut_ptr(),
         len: out.n,
     };
-    k.call(&args);
+    // SAFETY: the four buffers hold `len` f32s each (asserted) and outlive the call.
+    unsafe { k.call(&args) };
 }
 
 /// What a kernel is compared with.

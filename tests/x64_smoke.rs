@@ -139,7 +139,9 @@ fn fma_twin_matches_mul_add_for_every_n_and_alignment() {
                 out: out[so..].as_mut_ptr(),
                 n,
             };
-            kernel.call(&args);
+            // SAFETY: each pointer has at least `n` f32s after its start, and
+            // the buffers outlive the call.
+            unsafe { kernel.call(&args) };
             for i in 0..n {
                 let want = a[sa + i].mul_add(b[sb + i], c[sc + i]);
                 let got = out[so + i];

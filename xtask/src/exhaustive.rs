@@ -69,10 +69,7 @@ fn twins() -> Vec<Box<dyn Twin>> {
 pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
     let arm = ElementwiseArm::new(f);
     let host = Host::detect();
-    let site = Site {
-        family: arm.family(),
-        geometry: Geometry::new().with("len", 1 << 16),
-    };
+    let site = Site::new(arm.family(), Geometry::new().with("len", 1 << 16));
     let offer = match arm.offer(&site, &host) {
         Ok(o) => o,
         Err(e) => {

@@ -503,11 +503,17 @@ impl<A> Kernel<A> {
         unsafe { Self::from_placed(placed, 0) }
     }
 
-    /// Call the body. The arguments' pointers must be valid for the
-    /// extents the arguments name: that is the contract `A`'s constructor
-    /// checks (argument structs in Weft are built by safe constructors that
-    /// validate lengths against the geometry).
-    pub fn call(&self, args: &A) {
+    /// Call the body.
+    ///
+    /// # Safety
+    ///
+    /// Every pointer in `args` must be valid, for the whole call, for the
+    /// extents `args` names (reads of inputs, writes of outputs), and no
+    /// other thread may write what the call reads or touch what it writes.
+    /// Weft's argument structs have checked constructors (`…Args::new`)
+    /// that establish the extents from live buffers; calling right after
+    /// one, while its borrows last, is what keeps this promise.
+    pub unsafe fn call(&self, args: &A) {
         // SAFETY: `from_placed`'s caller promised a leaf-ABI function for `A`,
         // and `self.code` keeps the region mapped while we hold `entry`.
         unsafe { (self.entry)(args) }
@@ -528,17 +534,146 @@ impl<A> fmt::Debug for Kernel<A> {
     }
 }
 
-/// A site: where a kernel of `family` runs at `geometry`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A constant operand a site hands its candidates at plan time (weights),
+/// so an arm can repack it into the layout it wants ([`PackedOperand`]).
+#[derive(Clone)]
+pub struct Operand {
+    /// The argument it feeds ("weights").
+    pub name: &'static str,
+    /// Its bytes, in the family's canonical layout.
+    pub bytes: Arc<[u8]>,
+}
+
+impl fmt::Debug for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Operand({}, {} bytes)", self.name, self.bytes.len())
+    }
+}
+
+/// A site: where a kernel of `family` runs at `geometry`, with the constant
+/// operands (if any) that candidates may repack at plan time.
+#[derive(Clone, Debug)]
 pub struct Site {
     /// The family.
     pub family: Family,
     /// The geometry.
     pub geometry: Geometry,
+    /// Constant operands known at plan time, by name.
+    pub operands: Vec<Operand>,
+}
+
+impl Site {
+    /// A site with no plan-time operands.
+    pub fn new(family: Family, geometry: Geometry) -> Self {
+        Self {
+            family,
+            geometry,
+            operands: Vec::new(),
+        }
+    }
+
+    /// This site with the constant operand `name` set to `bytes`.
+    pub fn with_operand(mut self, name: &'static str, bytes: Arc<[u8]>) -> Self {
+        self.operands.retain(|o| o.name != name);
+        self.operands.push(Operand { name, bytes });
+        self
+    }
+
+    /// The constant operand called `name`, if the site has it.
+    pub fn operand(&self, name: &str) -> Option<&Operand> {
+        self.operands.iter().find(|o| o.name == name)
+    }
+}
+
+/// A `#[repr(C)]` argument struct of a contract, as the planner's executor
+/// sees it: the name contracts give it and how one call splits along the
+/// offer's [`MemberViews`] axis.
+///
+/// # Safety
+///
+/// Implementing this promises that `Self` is the argument struct of every
+/// contract whose [`Contract::args`] equals [`KernelArgs::NAME`] (so a body
+/// placed for such a contract may be wrapped as `Kernel<Self>`), and that
+/// calls made with [`KernelArgs::restrict`]ed copies of one value over
+/// disjoint ranges write disjoint memory and read nothing another writes
+/// (so they may run on different threads at once, which is what `Send` and
+/// `Sync` on a struct of raw pointers are implemented for).
+pub unsafe trait KernelArgs: Copy + Send + Sync + 'static {
+    /// The name contracts use for this struct.
+    const NAME: &'static str;
+    /// The range along the member-view axis this value covers.
+    fn range(&self) -> std::ops::Range<u64>;
+    /// A copy covering only `range` (a sub-range of [`KernelArgs::range`]).
+    fn restrict(&self, range: std::ops::Range<u64>) -> Self;
+}
+
+/// How many cases and output words a twin was checked on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checked {
+    /// Cases run.
+    pub cases: usize,
+    /// Output words compared, over every case.
+    pub words: usize,
+}
+
+/// A family's way of validating its twins against their arm, type-erased
+/// so the planner can hold one per family (weft-validate's `Checker`
+/// implements it for any `Validation`).
+pub trait TwinCheck: Send + Sync {
+    /// Run `twin` (emitted for `offer`) beside `arm_code` on the family's
+    /// cases from `seed`: `Ok` if every output word agrees, otherwise the
+    /// named refusal (`mismatch`, `missing-feature`, …).
+    fn check(
+        &self,
+        twin: &dyn Twin,
+        arm_code: &NativeCode,
+        offer: &Offer,
+        host: &Host,
+        seed: u64,
+    ) -> Result<Checked, Refusal>;
+}
+
+/// Everything a family registers with a planner's catalogue: its arms,
+/// its twins (each naming the arm whose offer it takes) and how its twins
+/// are validated. New families join by building one of these.
+#[derive(Clone)]
+pub struct FamilyEntry {
+    /// The family.
+    pub family: Family,
+    /// Its arms, shipped order first (the first arm is the family's default).
+    pub arms: Vec<Arc<dyn Arm>>,
+    /// Its twins, for every ISA (the planner skips those the host cannot run).
+    pub twins: Vec<Arc<dyn Twin>>,
+    /// How a twin is checked against its arm.
+    pub check: Arc<dyn TwinCheck>,
+}
+
+impl fmt::Debug for FamilyEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FamilyEntry")
+            .field("family", &self.family)
+            .field(
+                "arms",
+                &self.arms.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            )
+            .field(
+                "twins",
+                &self.twins.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 /// A managed arm: makes offers and compiles bodies through Cranelift.
-pub trait Arm: Send + Sync {
+///
+/// # Safety
+///
+/// Implementing this promises that every body [`Arm::build`] returns for an
+/// offer honours the leaf ABI for the argument struct the offer's contract
+/// names: it reads and writes only what that struct's extents allow,
+/// returns normally and never unwinds. The planner wraps such bodies as
+/// [`Kernel`]s on this promise.
+pub unsafe trait Arm: Send + Sync {
     /// Unique candidate name ("exp.arm.f32x4").
     fn name(&self) -> &'static str;
     /// The family it belongs to.
@@ -547,10 +682,20 @@ pub trait Arm: Send + Sync {
     fn offer(&self, site: &Site, host: &Host) -> Result<Offer, Refusal>;
     /// The body for `offer`, compiled for `isa`.
     fn build(&self, offer: &Offer, isa: Isa) -> Result<NativeCode, Refusal>;
+    /// The loop nest of this arm's body at `offer`'s geometry, outermost
+    /// first (what the cost model matches the loops in the bytes against).
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        offer.loops.clone()
+    }
 }
 
 /// A twin: the same kernel as its arm, body emitted directly as machine code.
-pub trait Twin: Send + Sync {
+///
+/// # Safety
+///
+/// As for [`Arm`]: every body [`Twin::emit`] returns for an offer honours
+/// the leaf ABI for the argument struct the offer's contract names.
+pub unsafe trait Twin: Send + Sync {
     /// Unique candidate name ("exp.twin.avx512").
     fn name(&self) -> &'static str;
     /// The name of the arm whose offer it takes.
@@ -561,6 +706,12 @@ pub trait Twin: Send + Sync {
     fn requires(&self) -> &'static [Feature];
     /// The body for the arm's `offer`.
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal>;
+    /// The loop nest of this twin's body at `offer`'s geometry, outermost
+    /// first. A twin that restructures its arm's loops (several rows a
+    /// pass, say) states its own nest; the offer is otherwise unchanged.
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        offer.loops.clone()
+    }
 }
 
 #[cfg(test)]

@@ -139,10 +139,7 @@ fn check_against_arm(t: X64Twin) {
     }
     let arm = ElementwiseArm::new(func(t));
     assert_eq!(arm.name(), t.arm());
-    let site = Site {
-        family: arm.family(),
-        geometry: Geometry::new().with("len", 4096),
-    };
+    let site = Site::new(arm.family(), Geometry::new().with("len", 4096));
     let offer = arm.offer(&site, &host).expect("offer");
     let arm_code = arm.build(&offer, Isa::X86_64).expect("arm builds");
     let outcome = validate(&t, &arm_code, &offer, &host, &validation(t), 0x5eed);
@@ -274,10 +271,7 @@ fn twins_work_in_place() {
 #[test]
 fn a_foreign_offer_is_refused() {
     let arm = ElementwiseArm::new(Func::Erf);
-    let site = Site {
-        family: arm.family(),
-        geometry: Geometry::new().with("len", 16),
-    };
+    let site = Site::new(arm.family(), Geometry::new().with("len", 16));
     let offer = arm.offer(&site, &host()).expect("offer");
     let exp = TWINS[0];
     assert_eq!(exp.emit(&offer).unwrap_err().name(), "unsupported-geometry");

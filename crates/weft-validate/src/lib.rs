@@ -39,7 +39,9 @@ mod unary;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use weft_kernel::{require_features, Host, Kernel, NanRule, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{
+    require_features, Checked, Host, Kernel, NanRule, NativeCode, Offer, Refusal, Twin, TwinCheck,
+};
 
 pub use inputs::{
     align_up_elements, f32_neighbours, f32_special_values, f32_step, f32_subnormals, SplitMix64,
@@ -359,6 +361,30 @@ fn run_validation<V: Validation>(
         words,
         seed,
     })
+}
+
+/// A family's [`Validation`] as the planner's type-erased
+/// [`TwinCheck`]: what a family puts in its
+/// [`weft_kernel::FamilyEntry::check`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Checker<V>(pub V);
+
+impl<V: Validation + Send + Sync> TwinCheck for Checker<V> {
+    fn check(
+        &self,
+        twin: &dyn Twin,
+        arm_code: &NativeCode,
+        offer: &Offer,
+        host: &Host,
+        seed: u64,
+    ) -> Result<Checked, Refusal> {
+        validate(twin, arm_code, offer, host, &self.0, seed)
+            .into_result()
+            .map(|v| Checked {
+                cases: v.cases,
+                words: v.words,
+            })
+    }
 }
 
 /// `twin.emit(offer)`, with a panic inside it turned into `emit-error` and an

@@ -260,7 +260,9 @@ unsafe impl<A, F: Fn(&[f32], &mut [f32]) -> A> Validation for UnaryF32<A, F> {
             let o = &mut output.buf[output.start..output.start + len];
             (self.make_args)(i, o)
         };
-        kernel.call(&args);
+        // SAFETY: `make_args` built `args` from `i` and `o`, which live in
+        // `input` and `output` across the call (the `Validation` promise).
+        unsafe { kernel.call(&args) };
         drop(args);
         Ok(Outputs::from_f32(output.words()))
     }

@@ -398,7 +398,7 @@ pub fn contract(func: Func, len: u64) -> Contract {
     Contract {
         family: format!("elementwise.{}", func.name()),
         geometry: Geometry::new().with("len", len),
-        args: "ElementwiseArgs".to_string(),
+        args: super::ARGS_NAME.to_string(),
         arithmetic: ArithmeticContract {
             accumulator_lanes: 1,
             reduction: ReductionOrder::None,
@@ -409,7 +409,9 @@ pub fn contract(func: Func, len: u64) -> Contract {
     }
 }
 
-impl weft_kernel::Arm for ElementwiseArm {
+// SAFETY: the body reads and writes only what the arguments' extents name
+// and returns normally (module docs); validation checks its results.
+unsafe impl weft_kernel::Arm for ElementwiseArm {
     fn name(&self) -> &'static str {
         match self.func {
             Func::Exp => "exp.arm.f32x4",
@@ -493,7 +495,9 @@ impl ElementwiseKernel {
     /// `output[i] = f(input[i])`; the slices must have equal lengths.
     pub fn run(&self, input: &[f32], output: &mut [f32]) -> Result<(), Refusal> {
         let args = ElementwiseArgs::new(input, output)?;
-        self.kernel.call(&args);
+        // SAFETY: `new` checked that both slices hold `len` f32s; they
+        // outlive the call.
+        unsafe { self.kernel.call(&args) };
         Ok(())
     }
 
@@ -505,7 +509,9 @@ impl ElementwiseKernel {
             len: data.len(),
             table: ELEMENTWISE_TABLE.as_ptr(),
         };
-        self.kernel.call(&args);
+        // SAFETY: input and output are the same live slice of `len` f32s
+        // (a body reads each element before writing it), the table is static.
+        unsafe { self.kernel.call(&args) };
     }
 }
 

@@ -97,6 +97,9 @@ pub mod x64;
 // Twins, added by their authors:
 pub mod a64;
 
+/// The name of the argument struct in elementwise contracts.
+pub const ARGS_NAME: &str = "ElementwiseArgs";
+
 /// The arguments of every elementwise kernel (`extern "C" fn(*const
 /// ElementwiseArgs)`).
 #[repr(C)]
@@ -111,6 +114,36 @@ pub struct ElementwiseArgs {
     /// Must be `ELEMENTWISE_TABLE.as_ptr()`.
     pub table: *const u64,
 }
+
+// SAFETY: `ElementwiseArgs` is the `#[repr(C)]` struct of every
+// elementwise contract. A restricted copy covers elements `range` of the
+// original by offsetting both pointers (in bounds: `range` lies in
+// `0..len`); element `i`'s output depends only on element `i`'s input, so
+// copies over disjoint ranges touch disjoint outputs (also in place).
+unsafe impl weft_kernel::KernelArgs for ElementwiseArgs {
+    const NAME: &'static str = ARGS_NAME;
+
+    fn range(&self) -> std::ops::Range<u64> {
+        0..self.len as u64
+    }
+
+    fn restrict(&self, range: std::ops::Range<u64>) -> Self {
+        let end = (range.end as usize).min(self.len);
+        let start = (range.start as usize).min(end);
+        Self {
+            input: self.input.wrapping_add(start),
+            output: self.output.wrapping_add(start),
+            len: end - start,
+            table: self.table,
+        }
+    }
+}
+
+// SAFETY: plain data; the pointers are dereferenced only by a body called
+// through `Kernel::call`, whose caller keeps them valid.
+unsafe impl Send for ElementwiseArgs {}
+// SAFETY: as for `Send`: a shared reference only lets threads copy it.
+unsafe impl Sync for ElementwiseArgs {}
 
 impl ElementwiseArgs {
     /// Arguments for `output[i] = f(input[i])` over two slices of equal

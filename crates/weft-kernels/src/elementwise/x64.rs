@@ -1389,7 +1389,9 @@ impl X64Twin {
     }
 }
 
-impl Twin for X64Twin {
+// SAFETY: the body reads and writes only what the arguments' extents name
+// and returns normally (module docs); validation checks its results.
+unsafe impl Twin for X64Twin {
     fn name(&self) -> &'static str {
         match (self.func, self.tier) {
             (TwinFunc::Exp, Tier::Avx2) => "exp.twin.avx2",
@@ -1419,7 +1421,7 @@ impl Twin for X64Twin {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         let c = &offer.contract;
-        if c.args != "ElementwiseArgs" {
+        if c.args != super::ARGS_NAME {
             return Err(Refusal::BadOperand {
                 operand: "args".into(),
                 reason: format!(

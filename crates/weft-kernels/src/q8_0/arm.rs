@@ -27,7 +27,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Endianness, Function, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
-    Family, Host, Isa, Kernel, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
+    Family, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
 
@@ -390,7 +390,9 @@ pub fn offer_for(rows: u64, cols: u64, batch: u64) -> Result<Offer, Refusal> {
     })
 }
 
-impl weft_kernel::Arm for Q8MatvecArm {
+// SAFETY: the body reads and writes only what the arguments' extents name
+// and returns normally (module docs); validation checks its results.
+unsafe impl weft_kernel::Arm for Q8MatvecArm {
     fn name(&self) -> &'static str {
         ARM_NAME
     }
@@ -479,32 +481,15 @@ impl Q8MatvecKernel {
                 ),
             });
         }
-        /// One range's arguments, sent to its thread.
-        struct Part(Q8MatvecArgs);
-        // SAFETY: the pointers in a `Part` point into `weights`, `x` and
-        // `y`, which outlive the scope below; the parts' row ranges are
-        // disjoint, and a body writes only the outputs of its own rows, so
-        // no two threads write the same f32 and none writes what another
-        // reads.
-        unsafe impl Send for Part {}
-        let parts: Vec<Part> = views
-            .split(threads)
-            .into_iter()
-            .map(|r| {
-                Part(Q8MatvecArgs {
-                    row_start: r.start as usize,
-                    row_end: r.end as usize,
-                    ..whole
-                })
-            })
-            .collect();
         std::thread::scope(|scope| {
-            for part in parts {
+            for r in views.split(threads) {
+                let part = whole.restrict(r);
                 let kernel = &self.kernel;
-                scope.spawn(move || {
-                    let part = part;
-                    kernel.call(&part.0);
-                });
+                // SAFETY: `whole` was checked against `weights`, `x` and `y`,
+                // which outlive the scope; the parts' row ranges are disjoint
+                // and a body writes only its own rows' outputs
+                // (`KernelArgs`' promise), so the calls may overlap in time.
+                scope.spawn(move || unsafe { kernel.call(&part) });
             }
         });
         Ok(())
@@ -519,7 +504,9 @@ impl Q8MatvecKernel {
         rows: std::ops::Range<usize>,
     ) -> Result<(), Refusal> {
         let args = Q8MatvecArgs::new(weights, x, y, rows)?;
-        self.kernel.call(&args);
+        // SAFETY: `new` checked every extent against the borrowed buffers,
+        // which outlive the call.
+        unsafe { self.kernel.call(&args) };
         Ok(())
     }
 }

@@ -47,6 +47,7 @@
 pub mod arm;
 pub mod block;
 pub mod reference;
+pub mod validation;
 pub mod x64;
 
 #[cfg(test)]
@@ -55,13 +56,29 @@ mod tests;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, NanRule, ReductionOrder, Refusal,
+    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder, Refusal,
 };
 
 pub use block::{BlockQ8_0, BLOCK_BYTES, BLOCK_LEN};
 
 /// The family's name.
 pub const FAMILY: &str = "q8_0.matvec";
+
+/// The family as a planner registers it: the arm, every twin (all ISAs;
+/// the planner skips what the host cannot run) and their validation.
+pub fn entry() -> weft_kernel::FamilyEntry {
+    use std::sync::Arc;
+    let twins = x64::TWINS
+        .iter()
+        .map(|t| Arc::new(*t) as Arc<dyn weft_kernel::Twin>)
+        .collect();
+    weft_kernel::FamilyEntry {
+        family: weft_kernel::Family(FAMILY),
+        arms: vec![Arc::new(arm::Q8MatvecArm)],
+        twins,
+        check: Arc::new(weft_validate::Checker(validation::Q8Validation)),
+    }
+}
 
 /// The name of the argument struct in contracts.
 pub const ARGS_NAME: &str = "Q8MatvecArgs";
@@ -92,6 +109,34 @@ pub struct Q8MatvecArgs {
     /// One past the last row computed (`row_start ≤ row_end ≤ rows`).
     pub row_end: usize,
 }
+
+// SAFETY: `Q8MatvecArgs` is the `#[repr(C)]` struct of every contract
+// naming ARGS_NAME. A body reads `weights` and `x` (never written by any
+// body) and writes `y[n · rows + r]` only for `r` in `row_start..row_end`,
+// so copies restricted to disjoint row ranges write disjoint f32s and may
+// run on different threads at once.
+unsafe impl KernelArgs for Q8MatvecArgs {
+    const NAME: &'static str = ARGS_NAME;
+
+    fn range(&self) -> Range<u64> {
+        self.row_start as u64..self.row_end as u64
+    }
+
+    fn restrict(&self, range: Range<u64>) -> Self {
+        Self {
+            row_start: range.start as usize,
+            row_end: range.end as usize,
+            ..*self
+        }
+    }
+}
+
+// SAFETY: see `KernelArgs` above: the pointers are only dereferenced by a
+// body called through `Kernel::call`, whose caller keeps them valid; the
+// struct itself is plain data.
+unsafe impl Send for Q8MatvecArgs {}
+// SAFETY: as for `Send`; a shared `&Q8MatvecArgs` only lets threads copy it.
+unsafe impl Sync for Q8MatvecArgs {}
 
 /// Byte offsets of the fields of [`Q8MatvecArgs`] (the emitters' view).
 pub mod offsets {

@@ -1,6 +1,7 @@
 use super::arm::{offer_for, Q8MatvecArm, Q8MatvecKernel, ARM_NAME};
 use super::block::{block_at, f16_to_f32, quantize_block, quantize_row, BlockQ8_0};
 use super::reference::{abs_dot_row_f64, dot_row, dot_row_f64, matvec};
+use super::validation::{random_activations, random_weights, shapes};
 use super::*;
 use weft_kernel::{Arm, Family, Site};
 
@@ -103,57 +104,6 @@ fn activations_with_minus_128_are_refused() {
     assert_eq!(e.name(), "bad-operand");
 }
 
-/// Deterministic xorshift.
-pub(super) struct Rng(u64);
-
-impl Rng {
-    pub(super) fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub(super) fn f32(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-    }
-}
-
-/// Random weights as raw bytes: any quant (-128 included), scales from a
-/// spread of normal fp16 values plus, when `specials`, subnormal, zero,
-/// negative and occasional inf/NaN scales.
-pub(super) fn random_weights(rows: usize, blocks: usize, seed: u64, specials: bool) -> Q8Weights {
-    let mut rng = Rng::new(seed);
-    let mut bytes = Vec::with_capacity(rows * blocks * 34);
-    for _ in 0..rows * blocks {
-        let pick = rng.next() % 64;
-        let d: u16 = match (specials, pick) {
-            (true, 0) => 0x0001 + (rng.next() % 0x3ff) as u16, // subnormal
-            (true, 1) => 0x8000 | (rng.next() % 0x400) as u16, // -subnormal / -0
-            (true, 2) => 0x0000,
-            (true, 3) if rng.next().is_multiple_of(8) => 0x7c00,
-            (true, 4) if rng.next().is_multiple_of(8) => 0x7e01,
-            _ => {
-                let e = 0x1800 + (rng.next() % 0x1000) as u16; // ~2^-9 .. 2^-5
-                e | ((rng.next() % 2) as u16) << 15
-            }
-        };
-        bytes.extend_from_slice(&d.to_le_bytes());
-        for _ in 0..32 {
-            bytes.push(rng.next() as u8);
-        }
-    }
-    Q8Weights::from_bytes(bytes, rows, blocks * 32).expect("weights")
-}
-
-pub(super) fn random_activations(blocks: usize, batch: usize, seed: u64) -> Q8Activations {
-    let mut rng = Rng::new(seed);
-    let x: Vec<f32> = (0..blocks * 32 * batch).map(|_| rng.f32()).collect();
-    quantize_activations(&x, blocks * 32, batch).expect("activations")
-}
-
 #[test]
 fn reference_is_within_f32_bound_of_f64_dot() {
     for (blocks, seed) in [(1usize, 1u64), (3, 2), (448, 3), (17, 4)] {
@@ -187,10 +137,7 @@ fn bad_geometry_is_refused_by_name() {
         (4, 64, 0),
         (4, 64, 9),
     ] {
-        let site = Site {
-            family: Family(FAMILY),
-            geometry: geometry(rows, cols, batch),
-        };
+        let site = Site::new(Family(FAMILY), geometry(rows, cols, batch));
         let e = arm.offer(&site, &host).unwrap_err();
         assert_eq!(
             e.name(),
@@ -198,18 +145,12 @@ fn bad_geometry_is_refused_by_name() {
             "{rows}×{cols} batch {batch}"
         );
     }
-    let site = Site {
-        family: Family(FAMILY),
-        geometry: weft_kernel::Geometry::new().with("rows", 4),
-    };
+    let site = Site::new(Family(FAMILY), weft_kernel::Geometry::new().with("rows", 4));
     assert_eq!(
         arm.offer(&site, &host).unwrap_err().name(),
         "missing-dimension"
     );
-    let ok = Site {
-        family: Family(FAMILY),
-        geometry: geometry(4096, 14336, 1),
-    };
+    let ok = Site::new(Family(FAMILY), geometry(4096, 14336, 1));
     let offer = arm.offer(&ok, &host).expect("offer");
     assert_eq!(offer.views.as_ref().map(|v| v.axis.as_str()), Some("rows"));
     assert_eq!(offer.loops[2].trips, 448 / 4);
@@ -251,21 +192,6 @@ fn same_bits(a: &[f32], b: &[f32]) -> Option<usize> {
     a.iter()
         .zip(b)
         .position(|(x, y)| !(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())))
-}
-
-/// Row counts × blocks per row of the brief, kept small in debug builds.
-pub(super) fn shapes() -> Vec<(usize, usize)> {
-    let mut v = Vec::new();
-    for rows in [1usize, 2, 3, 5, 4096] {
-        for blocks in [1usize, 2, 3, 448] {
-            if rows == 4096 && blocks == 448 {
-                continue;
-            }
-            v.push((rows, blocks));
-        }
-    }
-    v.extend([(4, 4), (7, 5), (9, 8), (6, 7)]);
-    v
 }
 
 #[test]
@@ -416,77 +342,11 @@ fn arm_cross_compiles_for_the_other_isa() {
 /// Validation of `q8_0.matvec` twins of the f32x4 arm, shared by the x64
 /// and arm64 twin tests.
 pub(super) mod twin_tests {
+    use super::super::validation::Q8Validation;
     use super::super::x64::{Q8MatvecX64, Tier, TWINS};
     use super::*;
-    use weft_kernel::{Kernel, Offer, Refusal, Twin};
-    use weft_validate::{validate, Element, Outcome, Outputs, Validation, CANARY_F32};
-
-    /// One case: weights, activations and the rows to compute.
-    pub(crate) struct Case {
-        pub(crate) w: Q8Weights,
-        pub(crate) x: Q8Activations,
-        pub(crate) rows: std::ops::Range<usize>,
-    }
-
-    /// Validation of `q8_0.matvec` twins on the brief's shapes.
-    pub(crate) struct Q8Validation;
-
-    // SAFETY: `Args` is the `#[repr(C)]` struct of contracts naming
-    // ARGS_NAME, and `run` calls a kernel only with args built by
-    // `Q8MatvecArgs::new`, which checks every extent against the buffers
-    // that live across the call.
-    unsafe impl Validation for Q8Validation {
-        type Args = Q8MatvecArgs;
-        type Case = Case;
-
-        fn args_name(&self) -> &str {
-            ARGS_NAME
-        }
-
-        fn cases(&self, _offer: &Offer, seed: u64) -> Vec<Case> {
-            let mut out = Vec::new();
-            for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
-                let s = seed.wrapping_add(1000 * i as u64);
-                let batches: &[usize] = if rows * blocks <= 4096 { &[1, 3] } else { &[1] };
-                for &batch in batches {
-                    out.push(Case {
-                        w: random_weights(rows, blocks, s, true),
-                        x: random_activations(blocks, batch, s + 1),
-                        rows: 0..rows,
-                    });
-                }
-            }
-            // A member view that starts inside W.
-            out.push(Case {
-                w: random_weights(11, 6, seed + 7, true),
-                x: random_activations(6, 2, seed + 8),
-                rows: 3..10,
-            });
-            out
-        }
-
-        fn run(&self, kernel: &Kernel<Q8MatvecArgs>, case: &Case) -> Result<Outputs, Refusal> {
-            let n = case.x.batch() * case.w.rows();
-            let mut y = vec![f32::from_bits(CANARY_F32); n];
-            let args = Q8MatvecArgs::new(&case.w, &case.x, &mut y, case.rows.clone())?;
-            kernel.call(&args);
-            let mut out = Outputs::from_f32(y);
-            out.element = Element::F32;
-            Ok(out)
-        }
-
-        fn describe_input(&self, case: &Case, index: usize) -> String {
-            let rows = case.w.rows();
-            format!(
-                "rows {rows} blocks {} batch {} range {:?}: vector {} row {}",
-                case.w.blocks(),
-                case.x.batch(),
-                case.rows,
-                index / rows,
-                index % rows
-            )
-        }
-    }
+    use weft_kernel::{Offer, Refusal, Twin};
+    use weft_validate::{validate, Outcome};
 
     fn arm_code(offer: &Offer) -> weft_kernel::NativeCode {
         Q8MatvecArm

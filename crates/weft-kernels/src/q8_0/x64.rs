@@ -123,7 +123,9 @@ impl Q8MatvecX64 {
     }
 }
 
-impl Twin for Q8MatvecX64 {
+// SAFETY: the body reads and writes only what the arguments' extents name
+// and returns normally (module docs); validation checks its results.
+unsafe impl Twin for Q8MatvecX64 {
     fn name(&self) -> &'static str {
         match (self.tier, self.rows_per_pass) {
             (Tier::Avx2, 1) => "q8_0.matvec.twin.avx2.r1",
