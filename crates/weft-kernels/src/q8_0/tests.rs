@@ -399,6 +399,20 @@ pub(super) mod twin_tests {
                     "INTEL386",
                     "INTEL8086",
                 ],
+                Tier::Avx512Bw => &[
+                    "X64",
+                    "CMOV",
+                    "AVX",
+                    "AVX2",
+                    "F16C",
+                    "SSE",
+                    "SSE2",
+                    "INTEL386",
+                    "INTEL8086",
+                    "AVX512F",
+                    "AVX512VL",
+                    "AVX512BW",
+                ],
                 Tier::Avx512Vnni => &[
                     "X64",
                     "CMOV",
@@ -423,9 +437,14 @@ pub(super) mod twin_tests {
                 "{}: the contract has no FMA",
                 twin.name()
             );
-            if twin.tier() == Tier::Avx512Vnni {
-                let text = emitted.listing.to_string();
-                assert!(text.contains("vpdpbusd zmm"), "{text}");
+            let text = emitted.listing.to_string();
+            match twin.tier() {
+                Tier::Avx512Vnni => assert!(text.contains("vpdpbusd zmm"), "{text}"),
+                Tier::Avx512Bw => {
+                    assert!(text.contains("vpmaddubsw zmm"), "{text}");
+                    assert!(!text.contains("vpdpbusd"), "{text}");
+                }
+                Tier::Avx2 => assert!(text.contains("vcvtph2ps ymm"), "{text}"),
             }
         }
     }
