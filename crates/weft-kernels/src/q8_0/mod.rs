@@ -46,6 +46,7 @@
 
 pub mod arm;
 pub mod block;
+pub mod quantize;
 pub mod reference;
 pub mod validation;
 pub mod x64;
