@@ -188,6 +188,48 @@ fn short_buffers_are_refused_at_construction() {
     );
 }
 
+#[test]
+fn slice_arguments_check_every_extent() {
+    let w = random_weights(3, 2, 9, false);
+    let x = random_activations(2, 2, 10);
+    let mut y = vec![0.0f32; 6];
+    let dims = (3, 64, 2);
+    let name = |r: Result<Q8MatvecArgs, weft_kernel::Refusal>| r.map(|_| ()).map_err(|e| e.name());
+    assert_eq!(name(Q8MatvecArgs::from_slices(w.bytes(), x.bytes(), &mut y, dims, 0..3)), Ok(()));
+    let wb = w.bytes();
+    let xb = x.bytes();
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(&wb[1..], xb, &mut y, dims, 0..3)),
+        Err("bad-operand")
+    );
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, &xb[..67], &mut y, dims, 0..3)),
+        Err("bad-operand")
+    );
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, xb, &mut y[..5], dims, 0..3)),
+        Err("bad-operand")
+    );
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, xb, &mut y, dims, 2..4)),
+        Err("bad-operand")
+    );
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, xb, &mut y, (3, 63, 2), 0..3)),
+        Err("unsupported-geometry")
+    );
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, xb, &mut y, (3, 64, 9), 0..3)),
+        Err("unsupported-geometry")
+    );
+    let mut bad_x = xb.to_vec();
+    bad_x[40] = 0x80;
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(wb, &bad_x, &mut y, dims, 0..3)),
+        Err("bad-operand")
+    );
+}
+
 fn same_bits(a: &[f32], b: &[f32]) -> Option<usize> {
     a.iter()
         .zip(b)
@@ -199,7 +241,8 @@ fn arm_matches_reference_bit_for_bit() {
     let k = Q8MatvecKernel::arm().expect("arm");
     for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
         for batch in [1usize, 3] {
-            if rows * blocks * batch > 20_000 && batch > 1 {
+            // The scalar reference in a debug build: keep it to ~1e6 blocks.
+            if rows * blocks * batch > 20_000 && batch > 1 || rows * blocks > 100_000 {
                 continue;
             }
             let w = random_weights(rows, blocks, 11 + i as u64, true);
@@ -373,6 +416,35 @@ pub(super) mod twin_tests {
         }
         if host.has(weft_kernel::Feature::Avx512vnni) {
             assert_eq!(accepted, TWINS.len());
+        }
+    }
+
+    #[test]
+    fn every_twin_states_its_nest_and_annotates_those_loops() {
+        let offer = offer_for(4099, 448 * 32 + 64, 3).expect("offer");
+        for twin in TWINS {
+            let nest = twin.nest(&offer);
+            let r = u64::from(twin.rows_per_pass());
+            let rows: Vec<u64> = nest.iter().filter(|l| l.depth == 0).map(|l| l.trips).collect();
+            if r > 1 {
+                assert_eq!(rows, [4099 / r, 4099 % r], "{}", twin.name());
+            } else {
+                assert_eq!(rows, [4099], "{}", twin.name());
+            }
+            for l in nest.iter().filter(|l| l.depth == 1) {
+                assert_eq!(l.trips, 3, "{} {}", twin.name(), l.name);
+            }
+            for l in nest.iter().filter(|l| l.depth == 2) {
+                assert_eq!(l.trips, 450 / 4, "{} {}", twin.name(), l.name);
+            }
+            // Every loop of the nest is annotated in the bytes, in order.
+            let code = twin.emit(&offer).expect("emit");
+            let names: Vec<&str> = code.loops.iter().map(|l| l.name.as_str()).collect();
+            let want: Vec<&str> = nest.iter().map(|l| l.name.as_str()).collect();
+            assert_eq!(names, want, "{}", twin.name());
+            for l in &code.loops {
+                assert!(l.head < l.back_edge && l.back_edge < code.bytes.len(), "{l:?}");
+            }
         }
     }
 
