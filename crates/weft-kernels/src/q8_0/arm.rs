@@ -501,6 +501,12 @@ impl Q8MatvecKernel {
         Ok(())
     }
 
+    /// The placed kernel, for callers that split calls themselves (a
+    /// thread pool handing [`KernelArgs::restrict`]ed copies to workers).
+    pub fn kernel(&self) -> &Kernel<Q8MatvecArgs> {
+        &self.kernel
+    }
+
     /// `Y = W·X` for rows `rows`, lengths checked.
     pub fn run(
         &self,
