@@ -76,6 +76,8 @@ pub struct Q8MatvecX64 {
     tier: Tier,
     rows_per_pass: u8,
     abi: Abi,
+    /// Software-prefetch distance of the multi-row passes, bytes (0: none).
+    prefetch: i32,
 }
 
 /// Every twin this module offers.
@@ -120,6 +122,17 @@ impl Q8MatvecX64 {
             tier,
             rows_per_pass,
             abi: Abi::host(),
+            prefetch: PREFETCH,
+        }
+    }
+
+    /// The same twin prefetching each row `bytes` ahead in its multi-row
+    /// passes (0: no software prefetch), for tuning; the bits it computes
+    /// do not depend on it.
+    pub const fn with_prefetch(self, bytes: i32) -> Self {
+        Self {
+            prefetch: bytes,
+            ..self
         }
     }
 
@@ -160,7 +173,7 @@ impl Q8MatvecX64 {
 
     fn emit_marked(&self) -> Result<(weft_x64::Emitted, Vec<Mark>), Refusal> {
         let rows = self.check_pass()?;
-        emit(self.tier, rows, self.abi).map_err(|e| Refusal::EmitError {
+        emit(self.tier, rows, self.abi, self.prefetch).map_err(|e| Refusal::EmitError {
             message: e.to_string(),
         })
     }
@@ -504,7 +517,12 @@ fn loop_back(e: &mut Emitter, mut mark: Mark, marks: &mut Vec<Mark>) -> Result<(
     Ok(())
 }
 
-fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mark>), EmitError> {
+fn emit(
+    tier: Tier,
+    rows: usize,
+    abi: Abi,
+    prefetch: i32,
+) -> Result<(weft_x64::Emitted, Vec<Mark>), EmitError> {
     let mut e = Emitter::new(abi)?;
     let regs_r = Regs::new(tier, rows);
     let regs_1 = Regs::new(tier, 1);
@@ -569,7 +587,7 @@ fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mar
             e.asm().cmp(rax, qword_ptr(args + offsets::ROW_END))?;
             e.asm().ja(r_single)?;
             each_vector(e, marks, rows, |e, marks| {
-                pass(e, marks, tier, rows, &regs_r)
+                pass(e, marks, tier, rows, &regs_r, prefetch)
             })?;
             e.asm().add(R, rows as i32)?;
             loop_back(e, mark, marks)?;
@@ -583,7 +601,9 @@ fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mar
         };
         e.asm().cmp(R, qword_ptr(args + offsets::ROW_END))?;
         e.asm().jae(done)?;
-        each_vector(e, marks, 1, |e, marks| pass(e, marks, tier, 1, &regs_1))?;
+        each_vector(e, marks, 1, |e, marks| {
+            pass(e, marks, tier, 1, &regs_1, prefetch)
+        })?;
         e.asm().inc(R)?;
         loop_back(e, mark, marks)?;
         e.asm().jmp(r_single)?;
@@ -643,6 +663,7 @@ fn pass(
     tier: Tier,
     rows: usize,
     g: &Regs,
+    prefetch: i32,
 ) -> Result<(), EmitError> {
     let a = e.asm();
     a.mov(PW, R)?;
@@ -662,14 +683,14 @@ fn pass(
     let mut skip = e.create_label();
     e.asm().je(skip)?;
     let mark = loop_head(e, format!("r{rows}.blocks4"))?;
-    // Software prefetch of every row's stream, PREFETCH bytes ahead: a
+    // Software prefetch of every row's stream, `prefetch` bytes ahead: a
     // multi-row pass reads several rows at once, which the hardware
     // prefetchers follow poorly from DRAM (measured: 4-row pass at
     // 4096×448, 4135 µs without, 2284 µs with 2 KiB).
-    if rows > 1 {
+    if rows > 1 && prefetch > 0 {
         for i in 0..rows {
             for line in [0, 68] {
-                e.asm().prefetcht0(byte_ptr(wmem(i, PREFETCH + line)))?;
+                e.asm().prefetcht0(byte_ptr(wmem(i, prefetch + line)))?;
             }
         }
     }
