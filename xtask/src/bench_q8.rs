@@ -392,7 +392,10 @@ unsafe fn stream_avx512(bytes: &[u8]) -> u64 {
             *a = _mm512_add_epi64(*a, v);
         }
     }
-    let sum = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
+    let sum = _mm512_add_epi64(
+        _mm512_add_epi64(acc[0], acc[1]),
+        _mm512_add_epi64(acc[2], acc[3]),
+    );
     _mm512_reduce_add_epi64(sum) as u64 + stream_words(rest)
 }
 
@@ -413,11 +416,16 @@ unsafe fn stream_avx2(bytes: &[u8]) -> u64 {
             acc[k % 4] = _mm256_add_epi64(acc[k % 4], v);
         }
     }
-    let s = _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
+    let s = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
     let mut lanes = [0u64; 4];
     // SAFETY: `lanes` is 32 bytes; unaligned store.
     unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), s) };
-    lanes.iter().fold(stream_words(rest), |a, &l| a.wrapping_add(l))
+    lanes
+        .iter()
+        .fold(stream_words(rest), |a, &l| a.wrapping_add(l))
 }
 
 /// The streaming read split into `parts` contiguous pieces (64-byte
@@ -480,12 +488,7 @@ fn call(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> 
 }
 
 /// Seconds per call over `reps` calls.
-fn sample(
-    c: &Candidate,
-    ops: &Operands<'_>,
-    y: &mut [f32],
-    reps: usize,
-) -> Result<f64, String> {
+fn sample(c: &Candidate, ops: &Operands<'_>, y: &mut [f32], reps: usize) -> Result<f64, String> {
     let t = Instant::now();
     for _ in 0..reps {
         call(c, ops, y)?;
@@ -779,17 +782,23 @@ mod tests {
         let hits: Arc<Vec<AtomicU64>> = Arc::new((0..2).map(|_| AtomicU64::new(0)).collect());
         for _ in 0..1000 {
             let h = Arc::clone(&hits);
-            parallel(2, Arc::new(move |i| {
-                h[i].fetch_add(1, Ordering::Relaxed);
-            }))
+            parallel(
+                2,
+                Arc::new(move |i| {
+                    h[i].fetch_add(1, Ordering::Relaxed);
+                }),
+            )
             .expect("parallel");
         }
         assert_eq!(hits[0].load(Ordering::Relaxed), 1000);
         assert_eq!(hits[1].load(Ordering::Relaxed), 1000);
         let h = Arc::clone(&hits);
-        parallel(1, Arc::new(move |i| {
-            h[i].fetch_add(1, Ordering::Relaxed);
-        }))
+        parallel(
+            1,
+            Arc::new(move |i| {
+                h[i].fetch_add(1, Ordering::Relaxed);
+            }),
+        )
         .expect("serial");
         assert_eq!(hits[0].load(Ordering::Relaxed), 1001);
     }

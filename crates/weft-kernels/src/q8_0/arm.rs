@@ -27,7 +27,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Endianness, Function, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
-    Family, Geometry, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
+    Family, Geometry, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer,
+    Refusal, Site,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
 

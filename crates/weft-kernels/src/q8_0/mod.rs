@@ -375,13 +375,21 @@ impl Q8MatvecArgs {
         if weights.len() != rows * row_bytes {
             return Err(bad(
                 "weights",
-                format!("{} bytes, {rows}×{cols} Q8_0 needs {}", weights.len(), rows * row_bytes),
+                format!(
+                    "{} bytes, {rows}×{cols} Q8_0 needs {}",
+                    weights.len(),
+                    rows * row_bytes
+                ),
             ));
         }
         if x.len() != batch * row_bytes {
             return Err(bad(
                 "x",
-                format!("{} bytes, {batch}×{cols} Q8_0 needs {}", x.len(), batch * row_bytes),
+                format!(
+                    "{} bytes, {batch}×{cols} Q8_0 needs {}",
+                    x.len(),
+                    batch * row_bytes
+                ),
             ));
         }
         if let Some(i) = x
@@ -394,10 +402,16 @@ impl Q8MatvecArgs {
             ));
         }
         if y.len() != batch * rows {
-            return Err(bad("y", format!("{} f32s, needs {}", y.len(), batch * rows)));
+            return Err(bad(
+                "y",
+                format!("{} f32s, needs {}", y.len(), batch * rows),
+            ));
         }
         if row_range.start > row_range.end || row_range.end > rows {
-            return Err(bad("rows", format!("{row_range:?} is not inside 0..{rows}")));
+            return Err(bad(
+                "rows",
+                format!("{row_range:?} is not inside 0..{rows}"),
+            ));
         }
         Ok(Self {
             weights: weights.as_ptr(),

@@ -195,7 +195,16 @@ fn slice_arguments_check_every_extent() {
     let mut y = vec![0.0f32; 6];
     let dims = (3, 64, 2);
     let name = |r: Result<Q8MatvecArgs, weft_kernel::Refusal>| r.map(|_| ()).map_err(|e| e.name());
-    assert_eq!(name(Q8MatvecArgs::from_slices(w.bytes(), x.bytes(), &mut y, dims, 0..3)), Ok(()));
+    assert_eq!(
+        name(Q8MatvecArgs::from_slices(
+            w.bytes(),
+            x.bytes(),
+            &mut y,
+            dims,
+            0..3
+        )),
+        Ok(())
+    );
     let wb = w.bytes();
     let xb = x.bytes();
     assert_eq!(
@@ -425,7 +434,11 @@ pub(super) mod twin_tests {
         for twin in TWINS {
             let nest = twin.nest(&offer);
             let r = u64::from(twin.rows_per_pass());
-            let rows: Vec<u64> = nest.iter().filter(|l| l.depth == 0).map(|l| l.trips).collect();
+            let rows: Vec<u64> = nest
+                .iter()
+                .filter(|l| l.depth == 0)
+                .map(|l| l.trips)
+                .collect();
             if r > 1 {
                 assert_eq!(rows, [4099 / r, 4099 % r], "{}", twin.name());
             } else {
@@ -443,7 +456,10 @@ pub(super) mod twin_tests {
             let want: Vec<&str> = nest.iter().map(|l| l.name.as_str()).collect();
             assert_eq!(names, want, "{}", twin.name());
             for l in &code.loops {
-                assert!(l.head < l.back_edge && l.back_edge < code.bytes.len(), "{l:?}");
+                assert!(
+                    l.head < l.back_edge && l.back_edge < code.bytes.len(),
+                    "{l:?}"
+                );
             }
         }
     }
@@ -632,7 +648,10 @@ pub(super) mod twin_tests {
         let mut missing = offer_for(4, 64, 1).expect("offer");
         missing.contract.geometry = weft_kernel::Geometry::new().with("rows", 4);
         assert_eq!(
-            Q8MatvecX64::new(Tier::Avx512Vnni, 4).emit(&missing).unwrap_err().name(),
+            Q8MatvecX64::new(Tier::Avx512Vnni, 4)
+                .emit(&missing)
+                .unwrap_err()
+                .name(),
             "missing-dimension"
         );
     }
@@ -650,7 +669,10 @@ fn q8_0_speed_look() {
     let host = weft_kernel::Host::detect();
     let shapes = match std::env::var("WEFT_Q8_LOOK") {
         Ok(v) => {
-            let n: Vec<usize> = v.split(',').map(|t| t.trim().parse().expect("number")).collect();
+            let n: Vec<usize> = v
+                .split(',')
+                .map(|t| t.trim().parse().expect("number"))
+                .collect();
             vec![(n[0], n[1], n[2])]
         }
         Err(_) => vec![(4096usize, 448usize, 1usize), (1536, 18, 1), (576, 48, 4)],
@@ -671,7 +693,11 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
         if weft_kernel::require_features(host, twin.requires()).is_err() {
             continue;
         }
-        let distances: &[i32] = if twin.rows_per_pass() > 1 { &[0, 1024, 2048, 4096] } else { &[0] };
+        let distances: &[i32] = if twin.rows_per_pass() > 1 {
+            &[0, 1024, 2048, 4096]
+        } else {
+            &[0]
+        };
         for &p in distances {
             let code = twin.with_prefetch(p).emit(&offer).expect("emit");
             // SAFETY: validated q8_0.matvec twin bodies honour the leaf ABI.
@@ -685,9 +711,9 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
         kernels[0].1.run(&w, &x, &mut y, 0..rows).expect("warm");
         t.elapsed().as_secs_f64()
     };
-    let reps = ((0.004 / once.max(1e-7)) as usize).clamp(1, 1000);
+    let reps = ((0.001 / once.max(1e-7)) as usize).clamp(1, 1000);
     let mut samples = vec![Vec::new(); kernels.len()];
-    for round in 0..15 {
+    for round in 0..31 {
         for i in 0..kernels.len() {
             let j = (i + round) % kernels.len();
             let t = std::time::Instant::now();

@@ -33,10 +33,10 @@
 //! could matter (the maximum of non-NaN values is order-free, and a block
 //! with a NaN takes the literal left-to-right fold).
 
+pub mod a64;
 pub mod arm;
 pub mod validation;
 pub mod x64;
-pub mod a64;
 
 #[cfg(test)]
 mod tests;
@@ -156,7 +156,11 @@ impl Q8QuantizeArgs {
         if x.len() != total * BLOCK_LEN {
             return Err(bad(
                 "x",
-                format!("{} f32s, {batch}×{cols} needs {}", x.len(), total * BLOCK_LEN),
+                format!(
+                    "{} f32s, {batch}×{cols} needs {}",
+                    x.len(),
+                    total * BLOCK_LEN
+                ),
             ));
         }
         if out.len() != total * BLOCK_BYTES {

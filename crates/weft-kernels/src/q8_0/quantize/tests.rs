@@ -39,7 +39,10 @@ fn arm_matches_the_reference_on_every_validation_case() {
                 "cols {} batch {} block {b}: inputs {:x?}\n arm {:02x?}\n ref {:02x?}",
                 case.cols,
                 case.batch,
-                x[b * 32..b * 32 + 32].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                x[b * 32..b * 32 + 32]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
                 &got[r.clone()],
                 &want[r]
             );
@@ -53,13 +56,20 @@ fn arm_matches_the_reference_on_every_validation_case() {
 /// pattern plus ±4 ulps around every binary16 boundary of `d`.
 #[test]
 fn arm_scale_is_the_binary16_of_d_across_the_whole_range() {
-    let stride: u32 = if cfg!(target_arch = "aarch64") { 1 << 14 } else { 1 << 11 };
+    let stride: u32 = if cfg!(target_arch = "aarch64") {
+        1 << 14
+    } else {
+        1 << 11
+    };
     let mut amax: Vec<f32> = (0..0x7f80_0000u32 / stride)
         .map(|i| f32::from_bits(i * stride))
         .collect();
     // d boundaries: for each binary16 value h and each midpoint between
     // neighbours, the amax whose d lands there, and neighbours.
-    for h in (0u16..0x7c00).step_by(97).chain([0x03ff, 0x0400, 0x7bff, 0x0001]) {
+    for h in (0u16..0x7c00)
+        .step_by(97)
+        .chain([0x03ff, 0x0400, 0x7bff, 0x0001])
+    {
         let lo = crate::q8_0::block::f16_to_f32(h);
         let hi = crate::q8_0::block::f16_to_f32(h + 1);
         for d in [lo, (lo + hi) / 2.0] {
@@ -80,7 +90,12 @@ fn arm_scale_is_the_binary16_of_d_across_the_whole_range() {
     for (i, a) in amax.iter().enumerate() {
         let want = f32_to_f16(*a / 127.0);
         let have = u16::from_le_bytes([got[i * BLOCK_BYTES], got[i * BLOCK_BYTES + 1]]);
-        assert_eq!(have, want, "amax {:#010x}: arm {have:#06x}, half {want:#06x}", a.to_bits());
+        assert_eq!(
+            have,
+            want,
+            "amax {:#010x}: arm {have:#06x}, half {want:#06x}",
+            a.to_bits()
+        );
     }
 }
 
@@ -133,9 +148,26 @@ fn x64_twins_need_only_the_features_they_declare() {
         let (emitted, (head, back)) = twin.emit_body().expect("emits");
         assert!(head < back && back < emitted.bytes.len());
         let allowed: &[&str] = match twin.tier() {
-            x64::Tier::Avx2 => &["X64", "AVX", "AVX2", "F16C", "SSE", "SSE2", "INTEL386", "INTEL8086"],
+            x64::Tier::Avx2 => &[
+                "X64",
+                "AVX",
+                "AVX2",
+                "F16C",
+                "SSE",
+                "SSE2",
+                "INTEL386",
+                "INTEL8086",
+            ],
             x64::Tier::Avx512 => &[
-                "X64", "AVX", "AVX2", "F16C", "SSE", "SSE2", "INTEL386", "INTEL8086", "AVX512F",
+                "X64",
+                "AVX",
+                "AVX2",
+                "F16C",
+                "SSE",
+                "SSE2",
+                "INTEL386",
+                "INTEL8086",
+                "AVX512F",
                 "AVX512VL",
             ],
         };
@@ -144,7 +176,11 @@ fn x64_twins_need_only_the_features_they_declare() {
             assert!(allowed.contains(&f.as_str()), "{}: uses {f}", twin.name());
         }
         let text = emitted.listing.to_string();
-        assert!(!text.contains("vfmadd"), "{}: no FMA in the contract", twin.name());
+        assert!(
+            !text.contains("vfmadd"),
+            "{}: no FMA in the contract",
+            twin.name()
+        );
         assert!(text.contains("vcvtps2ph"), "{}", twin.name());
     }
 }
@@ -161,16 +197,25 @@ fn win64_x64_twins_match_the_arm_when_called_as_win64() {
         .find(|c| c.batch == 8)
         .expect("a batch-8 case");
     let x = case.input();
-    let want = run_all(&QuantizeKernel::arm().expect("arm"), x, case.cols, case.batch);
+    let want = run_all(
+        &QuantizeKernel::arm().expect("arm"),
+        x,
+        case.cols,
+        case.batch,
+    );
     for twin in x64::TWINS {
         if weft_kernel::require_features(&host, twin.requires()).is_err() {
             continue;
         }
-        let (code, _) = twin.with_abi(weft_x64::Abi::Win64).emit_body().expect("emit");
+        let (code, _) = twin
+            .with_abi(weft_x64::Abi::Win64)
+            .emit_body()
+            .expect("emit");
         let placed = weft_jitmem::place(&code.bytes).expect("place");
         let mut got = vec![0u8; want.len()];
         let blocks = want.len() / BLOCK_BYTES;
-        let args = Q8QuantizeArgs::new(x, &mut got, case.cols, case.batch, 0..blocks).expect("args");
+        let args =
+            Q8QuantizeArgs::new(x, &mut got, case.cols, case.batch, 0..blocks).expect("args");
         // SAFETY: the body was emitted for Win64 with the leaf ABI for
         // Q8QuantizeArgs; `args` was checked against the buffers, which
         // outlive the call; `placed` stays mapped.
@@ -202,7 +247,10 @@ fn splits_are_bit_identical_to_one_call_and_touch_only_their_blocks() {
             // was checked against `x` and `out`, both alive here.
             unsafe { k.kernel().call(piece) };
             let done = piece.block_end * BLOCK_BYTES;
-            assert!(out[done..].iter().all(|b| *b == 0x5a), "part {i} wrote past its end");
+            assert!(
+                out[done..].iter().all(|b| *b == 0x5a),
+                "part {i} wrote past its end"
+            );
         }
         assert_eq!(out, whole, "{parts} parts");
     }
@@ -214,30 +262,67 @@ fn bad_input_is_refused_by_name() {
     for (cols, batch) in [(0u64, 1u64), (33, 1), (64, 0), (64, 9)] {
         let site = Site::new(Family(FAMILY), geometry(cols, batch));
         let e = QuantizeArm.offer(&site, &host).unwrap_err();
-        assert_eq!(e.name(), "unsupported-geometry", "cols {cols} batch {batch}");
+        assert_eq!(
+            e.name(),
+            "unsupported-geometry",
+            "cols {cols} batch {batch}"
+        );
     }
-    let site = Site::new(Family(FAMILY), weft_kernel::Geometry::new().with("batch", 2));
-    assert_eq!(QuantizeArm.offer(&site, &host).unwrap_err().name(), "missing-dimension");
+    let site = Site::new(
+        Family(FAMILY),
+        weft_kernel::Geometry::new().with("batch", 2),
+    );
+    assert_eq!(
+        QuantizeArm.offer(&site, &host).unwrap_err().name(),
+        "missing-dimension"
+    );
     let site = Site::new(Family("q8_0.matvec"), geometry(64, 1));
-    assert_eq!(QuantizeArm.offer(&site, &host).unwrap_err().name(), "unsupported-geometry");
+    assert_eq!(
+        QuantizeArm.offer(&site, &host).unwrap_err().name(),
+        "unsupported-geometry"
+    );
 
     let x = vec![1.0f32; 128];
     let mut out = vec![0u8; 4 * 34];
     assert!(Q8QuantizeArgs::new(&x, &mut out, 64, 2, 0..4).is_ok());
     let name = |r: Result<Q8QuantizeArgs, weft_kernel::Refusal>| r.unwrap_err().name();
-    assert_eq!(name(Q8QuantizeArgs::new(&x[..127], &mut out, 64, 2, 0..4)), "bad-operand");
-    assert_eq!(name(Q8QuantizeArgs::new(&x, &mut out[..135], 64, 2, 0..4)), "bad-operand");
-    assert_eq!(name(Q8QuantizeArgs::new(&x, &mut out, 64, 2, 0..5)), "bad-operand");
-    assert_eq!(name(Q8QuantizeArgs::new(&x, &mut out, 64, 2, 3..2)), "bad-operand");
-    assert_eq!(name(Q8QuantizeArgs::new(&x, &mut out, 48, 2, 0..3)), "unsupported-geometry");
-    assert_eq!(name(Q8QuantizeArgs::new(&x, &mut out, 128, 0, 0..0)), "unsupported-geometry");
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x[..127], &mut out, 64, 2, 0..4)),
+        "bad-operand"
+    );
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x, &mut out[..135], 64, 2, 0..4)),
+        "bad-operand"
+    );
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x, &mut out, 64, 2, 0..5)),
+        "bad-operand"
+    );
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x, &mut out, 64, 2, 3..2)),
+        "bad-operand"
+    );
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x, &mut out, 48, 2, 0..3)),
+        "unsupported-geometry"
+    );
+    assert_eq!(
+        name(Q8QuantizeArgs::new(&x, &mut out, 128, 0, 0..0)),
+        "unsupported-geometry"
+    );
 
     let mut wrong = offer_for(64, 1).expect("offer");
     wrong.contract.family = "q8_0.matvec".into();
     for twin in x64::TWINS {
-        assert_eq!(twin.emit(&wrong).unwrap_err().name(), "unsupported-geometry");
+        assert_eq!(
+            twin.emit(&wrong).unwrap_err().name(),
+            "unsupported-geometry"
+        );
     }
-    assert_eq!(a64::QuantizeNeon.emit(&wrong).unwrap_err().name(), "unsupported-geometry");
+    assert_eq!(
+        a64::QuantizeNeon.emit(&wrong).unwrap_err().name(),
+        "unsupported-geometry"
+    );
 }
 
 #[test]
@@ -257,7 +342,11 @@ fn entry_registers_the_arm_and_every_twin() {
     let names: Vec<_> = e.twins.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["q8_0.quantize.twin.avx2", "q8_0.quantize.twin.avx512", "q8_0.quantize.twin.neon"]
+        [
+            "q8_0.quantize.twin.avx2",
+            "q8_0.quantize.twin.avx512",
+            "q8_0.quantize.twin.neon"
+        ]
     );
     for t in &e.twins {
         assert_eq!(t.arm(), ARM_NAME);
@@ -289,9 +378,16 @@ fn quantised_activations_feed_the_matvec_unchanged() {
     let offer = offer_for(32, 1).expect("offer");
     let case = &QuantizeValidation.cases(&offer, 5)[10];
     // Finite inputs only: the reference quantiser's own output.
-    let x: Vec<f32> = case.input().iter().map(|v| if v.is_finite() { *v } else { 0.5 }).collect();
+    let x: Vec<f32> = case
+        .input()
+        .iter()
+        .map(|v| if v.is_finite() { *v } else { 0.5 })
+        .collect();
     let a = k.quantize(&x, case.cols, case.batch).expect("quantise");
-    assert_eq!(a.bytes(), reference(&x, case.cols, case.batch).expect("ref").bytes());
+    assert_eq!(
+        a.bytes(),
+        reference(&x, case.cols, case.batch).expect("ref").bytes()
+    );
 }
 
 #[test]
@@ -308,7 +404,8 @@ fn neon_twin_emits_on_any_host_and_every_word_decodes() {
         for r in 8..16 {
             for p in ["v", "s", "d", "q", "h"] {
                 assert!(
-                    !dest.starts_with(&format!("{p}{r},")) && !dest.starts_with(&format!("{p}{r}.")),
+                    !dest.starts_with(&format!("{p}{r},"))
+                        && !dest.starts_with(&format!("{p}{r}.")),
                     "writes a callee-saved register: {line}"
                 );
             }
@@ -324,7 +421,14 @@ fn neon_twin_matches_the_arm_bit_for_bit() {
     let host = Host::detect();
     let offer = offer_for(4096, 2).expect("offer");
     let arm = QuantizeArm.build(&offer, host.isa).expect("arm builds");
-    match validate(&a64::QuantizeNeon, &arm, &offer, &host, &QuantizeValidation, 0x5eed) {
+    match validate(
+        &a64::QuantizeNeon,
+        &arm,
+        &offer,
+        &host,
+        &QuantizeValidation,
+        0x5eed,
+    ) {
         Outcome::Accepted(v) => eprintln!("neon: {} cases, {} words", v.cases, v.words),
         Outcome::Refused(r) => panic!("{r}"),
     }

@@ -32,11 +32,11 @@ pub const CANARY: u8 = 0xa5;
 const D_BOUNDARIES: [f32; 7] = [
     65504.0,
     65520.0,
-    6.103_515_6e-5,        // 2^-14
-    6.097_555_e-5,         // largest binary16 subnormal, 1023 · 2^-24
-    5.960_464_5e-8,        // 2^-24
-    2.980_232_2e-8,        // 2^-25, the tie below the smallest subnormal
-    8.940_697e-8,          // 1.5 · 2^-24, a subnormal tie
+    6.103_515_6e-5, // 2^-14
+    6.097_555_e-5,  // largest binary16 subnormal, 1023 · 2^-24
+    5.960_464_5e-8, // 2^-24
+    2.980_232_2e-8, // 2^-25, the tie below the smallest subnormal
+    8.940_697e-8,   // 1.5 · 2^-24, a subnormal tie
 ];
 
 /// One case: the input (with its leading padding), where the output
@@ -144,7 +144,11 @@ impl Blocks {
             5 => {
                 let k = (self.rng.below(60) as i32) - 40;
                 let d = 2f32.powi(k);
-                b[0] = if self.rng.below(2) == 0 { 127.0 * d } else { -127.0 * d };
+                b[0] = if self.rng.below(2) == 0 {
+                    127.0 * d
+                } else {
+                    -127.0 * d
+                };
                 for v in b.iter_mut().skip(1) {
                     let m = self.rng.below(127) as f32 + 0.5;
                     let t = if self.rng.below(2) == 0 { m } else { -m } * d;
@@ -178,7 +182,11 @@ impl Blocks {
             // Subnormals only (1/d overflows for the smallest), or zeros.
             8 => b.iter_mut().for_each(|v| {
                 let bits = self.rng.next_u32() & 0x807f_ffff;
-                *v = f32::from_bits(if self.rng.below(5) == 0 { bits & 0x8000_0000 } else { bits });
+                *v = f32::from_bits(if self.rng.below(5) == 0 {
+                    bits & 0x8000_0000
+                } else {
+                    bits
+                });
             }),
             9 => {
                 let neg = self.rng.below(2) == 0;
@@ -190,7 +198,11 @@ impl Blocks {
             // Infinities among normal values, sometimes with a NaN after.
             10 => {
                 b.iter_mut().for_each(|v| *v = self.normal());
-                b[pos] = if self.rng.below(2) == 0 { f32::INFINITY } else { f32::NEG_INFINITY };
+                b[pos] = if self.rng.below(2) == 0 {
+                    f32::INFINITY
+                } else {
+                    f32::NEG_INFINITY
+                };
                 if self.rng.below(3) == 0 {
                     let j = self.rng.below(BLOCK_LEN as u64) as usize;
                     b[j] = f32::NAN;
@@ -300,7 +312,10 @@ unsafe impl Validation for QuantizeValidation {
         let k = (index - start) / BLOCK_BYTES;
         let byte = (index - start) % BLOCK_BYTES;
         let values = &case.input()[k * BLOCK_LEN..(k + 1) * BLOCK_LEN];
-        let bits: Vec<String> = values.iter().map(|v| format!("{:08x}", v.to_bits())).collect();
+        let bits: Vec<String> = values
+            .iter()
+            .map(|v| format!("{:08x}", v.to_bits()))
+            .collect();
         format!(
             "cols {} batch {} blocks {:?}: block {k} byte {byte}, inputs [{}]",
             case.cols,

@@ -23,8 +23,8 @@
 use weft_kernel::{Feature, Isa, LoopAnnotation, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    ax, dword_ptr, eax, k1, k2, k3, qword_ptr, r8, r9, rax, rcx, rdx, rsi, word_ptr, xmmword_ptr, ymmword_ptr,
-    zmmword_ptr, AsmRegister64, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
+    ax, dword_ptr, eax, k1, k2, k3, qword_ptr, r8, r9, rax, rcx, rdx, rsi, word_ptr, xmmword_ptr,
+    ymmword_ptr, zmmword_ptr, AsmRegister64, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
 };
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
