@@ -10,7 +10,7 @@
 //!   `blocks = batch · cols / 32` groups of 32 consecutive f32.
 //! - **out** is `blocks` Q8_0 blocks of 34 bytes: flat block `k` comes from
 //!   `x[32k..32k+32]` and is written at byte `34k` — exactly the
-//!   [`Q8Activations`](super::Q8Activations) layout.
+//!   [`Q8Activations`] layout.
 //! - Arguments: [`Q8QuantizeArgs`] (`#[repr(C)]`, 5 words); a call
 //!   quantises flat blocks `block_start..block_end` and writes only their
 //!   bytes. The member views split the `blocks` axis (any cut is valid:
