@@ -706,6 +706,7 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
         }
     }
     let mut y = vec![0.0f32; rows * batch];
+    let mut stream_samples = Vec::new();
     let once = {
         let t = std::time::Instant::now();
         kernels[0].1.run(&w, &x, &mut y, 0..rows).expect("warm");
@@ -714,15 +715,26 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
     let reps = ((0.001 / once.max(1e-7)) as usize).clamp(1, 1000);
     let mut samples = vec![Vec::new(); kernels.len()];
     for round in 0..31 {
-        for i in 0..kernels.len() {
-            let j = (i + round) % kernels.len();
+        for i in 0..=kernels.len() {
+            let j = (i + round) % (kernels.len() + 1);
             let t = std::time::Instant::now();
             for _ in 0..reps {
-                kernels[j].1.run(&w, &x, &mut y, 0..rows).expect("run");
+                match kernels.get(j) {
+                    Some((_, k)) => k.run(&w, &x, &mut y, 0..rows).expect("run"),
+                    None => {
+                        std::hint::black_box(stream_read(std::hint::black_box(w.bytes())));
+                    }
+                }
             }
-            samples[j].push(t.elapsed().as_secs_f64() / reps as f64);
+            let per = t.elapsed().as_secs_f64() / reps as f64;
+            match samples.get_mut(j) {
+                Some(s) => s.push(per),
+                None => stream_samples.push(per),
+            }
         }
     }
+    kernels.push(("stream read (AVX-512 loads, 4 accumulators)".into(), Q8MatvecKernel::arm().expect("arm")));
+    samples.push(stream_samples);
     let bytes = (rows * blocks * 34) as f64;
     for ((name, _), s) in kernels.iter().zip(&mut samples) {
         s.sort_by(f64::total_cmp);
@@ -734,6 +746,34 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
             med * 1e6
         );
     }
+}
+
+/// The speed look's peer: every byte of `bytes` through 64-byte loads into
+/// four accumulators (the bench's streaming read, on AVX-512 hosts).
+fn stream_read(bytes: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the host has AVX-512F (checked just above).
+        return unsafe { stream_read_avx512(bytes) };
+    }
+    bytes.iter().map(|b| u64::from(*b)).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_read_avx512(bytes: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let (blocks, _) = bytes.as_chunks::<256>();
+    let mut acc = [_mm512_setzero_si512(); 4];
+    for b in blocks {
+        for (k, a) in acc.iter_mut().enumerate() {
+            // SAFETY: bytes 64k..64k+64 lie in the 256-byte chunk `b`.
+            let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(64 * k).cast()) };
+            *a = _mm512_add_epi64(*a, v);
+        }
+    }
+    let s = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
+    _mm512_reduce_add_epi64(s) as u64
 }
 
 /// Prints the arm's listing: `cargo test -p weft-kernels q8_0_arm_listing
