@@ -661,8 +661,8 @@ pub(super) mod twin_tests {
 /// --release -p weft-kernels q8_0_speed_look -- --ignored --nocapture`.
 /// Every candidate (the arm, each twin, the multi-row twins at several
 /// prefetch distances) is sampled in interleaved rounds; the minimum and
-/// the median per call are printed (on a loaded machine the minimum is the
-/// steadier figure). `WEFT_Q8_LOOK=rows,blocks,batch` picks one shape.
+/// the median per call are printed, in this thread's CPU time (on a
+/// loaded machine, time spent descheduled would swamp the differences). `WEFT_Q8_LOOK=rows,blocks,batch` picks one shape.
 #[test]
 #[ignore]
 fn q8_0_speed_look() {
@@ -693,12 +693,17 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
         if weft_kernel::require_features(host, twin.requires()).is_err() {
             continue;
         }
-        let distances: &[i32] = if twin.rows_per_pass() > 1 {
-            &[0, 1024, 2048, 4096]
-        } else {
-            &[0]
+        let distances: Vec<i32> = match std::env::var("WEFT_PF") {
+            Ok(v) => v.split(',').map(|t| t.parse().expect("n")).collect(),
+            Err(_) if twin.rows_per_pass() > 1 => vec![0, 1024, 2048, 4096],
+            Err(_) => vec![0],
         };
-        for &p in distances {
+        if let Ok(only) = std::env::var("WEFT_ONLY") {
+            if !twin.name().contains(&only) {
+                continue;
+            }
+        }
+        for &p in distances.iter() {
             let code = twin.with_prefetch(p).emit(&offer).expect("emit");
             // SAFETY: validated q8_0.matvec twin bodies honour the leaf ABI.
             let k = unsafe { Q8MatvecKernel::from_native(&code) }.expect("place");
@@ -717,7 +722,7 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
     for round in 0..31 {
         for i in 0..=kernels.len() {
             let j = (i + round) % (kernels.len() + 1);
-            let t = std::time::Instant::now();
+            let t = cpu_seconds();
             for _ in 0..reps {
                 match kernels.get(j) {
                     Some((_, k)) => k.run(&w, &x, &mut y, 0..rows).expect("run"),
@@ -726,14 +731,17 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
                     }
                 }
             }
-            let per = t.elapsed().as_secs_f64() / reps as f64;
+            let per = (cpu_seconds() - t) / reps as f64;
             match samples.get_mut(j) {
                 Some(s) => s.push(per),
                 None => stream_samples.push(per),
             }
         }
     }
-    kernels.push(("stream read (AVX-512 loads, 4 accumulators)".into(), Q8MatvecKernel::arm().expect("arm")));
+    kernels.push((
+        "stream read (AVX-512 loads, 4 accumulators)".into(),
+        Q8MatvecKernel::arm().expect("arm"),
+    ));
     samples.push(stream_samples);
     let bytes = (rows * blocks * 34) as f64;
     for ((name, _), s) in kernels.iter().zip(&mut samples) {
@@ -746,6 +754,19 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
             med * 1e6
         );
     }
+}
+
+/// This thread's CPU time in seconds (`CLOCK_THREAD_CPUTIME_ID`): on a
+/// shared machine, time spent descheduled does not count.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// The speed look's peer: every byte of `bytes` through 64-byte loads into
@@ -772,7 +793,10 @@ unsafe fn stream_read_avx512(bytes: &[u8]) -> u64 {
             *a = _mm512_add_epi64(*a, v);
         }
     }
-    let s = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
+    let s = _mm512_add_epi64(
+        _mm512_add_epi64(acc[0], acc[1]),
+        _mm512_add_epi64(acc[2], acc[3]),
+    );
     _mm512_reduce_add_epi64(s) as u64
 }
 
