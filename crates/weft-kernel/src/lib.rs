@@ -409,6 +409,13 @@ pub enum Refusal {
     /// Native emission is switched off (`WEFT_NATIVE_EMIT=off`).
     #[error("native-emit-off: twins are switched off")]
     NativeEmitOff,
+    /// The family has no way to validate twins (it has none yet), so no
+    /// twin may stand in for its arm.
+    #[error("no-twin-check: family {family} validates no twins")]
+    NoTwinCheck {
+        /// The family.
+        family: String,
+    },
 }
 
 impl Refusal {
@@ -427,6 +434,7 @@ impl Refusal {
             Refusal::CompileError { .. } => "compile-error",
             Refusal::UnknownLayout { .. } => "unknown-layout",
             Refusal::NativeEmitOff => "native-emit-off",
+            Refusal::NoTwinCheck { .. } => "no-twin-check",
         }
     }
 }
@@ -772,6 +780,9 @@ mod tests {
                 twin_bits: 2,
             },
             Refusal::NativeEmitOff,
+            Refusal::NoTwinCheck {
+                family: "loopnest.add".into(),
+            },
         ];
         for r in all {
             assert!(r.to_string().starts_with(r.name()), "{r}");
