@@ -177,12 +177,18 @@ impl Lower<'_, '_> {
             self.params.push(v);
         }
         self.exp_table = exp_table.map(|p| self.params[usize::from(p.0)]);
-        let mut ok = self.b.ins().iconst(types::I8, 1);
+        let mut ok: Option<Value> = None;
         for g in &self.k.guards {
             let c = self.guard(g);
-            ok = self.b.ins().band(ok, c);
+            ok = Some(match ok {
+                Some(ok) => self.b.ins().band(ok, c),
+                None => c,
+            });
         }
-        self.b.ins().brif(ok, body, &[], exit, &[]);
+        match ok {
+            Some(ok) => self.b.ins().brif(ok, body, &[], exit, &[]),
+            None => self.b.ins().jump(body, &[]),
+        };
 
         self.b.switch_to_block(body);
         let stmts = &self.k.body;
@@ -206,14 +212,19 @@ impl Lower<'_, '_> {
             Guard::SumLe(terms, limit) => {
                 // t0 <= rem, rem -= t0, t1 <= rem, …: no sum ever overflows.
                 let mut rem = self.extent(*limit);
-                let mut ok = self.b.ins().iconst(types::I8, 1);
-                for t in terms {
+                let mut ok: Option<Value> = None;
+                for (n, t) in terms.iter().enumerate() {
                     let t = self.extent(*t);
                     let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, t, rem);
-                    ok = self.b.ins().band(ok, c);
-                    rem = self.b.ins().isub(rem, t);
+                    ok = Some(match ok {
+                        Some(ok) => self.b.ins().band(ok, c),
+                        None => c,
+                    });
+                    if n + 1 < terms.len() {
+                        rem = self.b.ins().isub(rem, t);
+                    }
                 }
-                ok
+                ok.unwrap_or_else(|| self.b.ins().iconst(types::I8, 1))
             }
             Guard::Eq(a, b) => {
                 let (a, b) = (self.extent(*a), self.extent(*b));
@@ -232,7 +243,7 @@ impl Lower<'_, '_> {
     }
 
     fn affine(&mut self, a: &Affine) -> Value {
-        let mut s = self.b.ins().iconst(self.ptr, a.constant);
+        let mut s: Option<Value> = None;
         for (c, t) in &a.terms {
             let v = match t {
                 Term::Var(v) => {
@@ -246,14 +257,25 @@ impl Lower<'_, '_> {
             } else {
                 self.b.ins().imul_imm_s(v, *c)
             };
-            s = self.b.ins().iadd(s, m);
+            s = Some(match s {
+                Some(s) => self.b.ins().iadd(s, m),
+                None => m,
+            });
         }
-        s
+        match s {
+            Some(s) if a.constant == 0 => s,
+            Some(s) => self.b.ins().iadd_imm_s(s, a.constant),
+            None => self.b.ins().iconst(self.ptr, a.constant),
+        }
     }
 
     /// The address of element `index` of `buf`, elements of `size` bytes.
     fn address(&mut self, buf: ParamId, index: Value, size: u64) -> Value {
-        let off = self.b.ins().ishl_imm_u(index, size.trailing_zeros() as i64);
+        let off = if size == 1 {
+            index
+        } else {
+            self.b.ins().ishl_imm_u(index, size.trailing_zeros() as i64)
+        };
         self.b.ins().iadd(self.params[usize::from(buf.0)], off)
     }
 
@@ -357,7 +379,11 @@ impl Lower<'_, '_> {
         let base = self.b.use_var(var);
         let mut pending = Vec::new();
         for g in 0..l.granule {
-            let i = self.b.ins().iadd_imm_s(base, i64::from(g));
+            let i = if g == 0 {
+                base
+            } else {
+                self.b.ins().iadd_imm_s(base, i64::from(g))
+            };
             self.b.def_var(var, i);
             for s in &l.body {
                 match s {

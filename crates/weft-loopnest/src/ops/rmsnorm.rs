@@ -416,7 +416,7 @@ mod tests {
 
     #[test]
     fn arm_equals_interpreter_on_every_tail_around_the_lanes() {
-        for dim in (1..=40).chain([63, 64, 65, 576]) {
+        for dim in (1..=20).chain([31, 32, 33, 47, 48, 49, 63, 64, 65, 576]) {
             check(dim, 2, 1e-5, dim as u64);
         }
     }
