@@ -73,6 +73,7 @@ pub fn build_function(kernel: &Kernel, target: &Target) -> Result<Function, IrEr
         vars: HashMap::new(),
         vals: HashMap::new(),
         exp_table: None,
+        pin_slot: None,
     };
     l.entry(facts.exp_table)?;
     l.b.seal_all_blocks();
@@ -157,6 +158,7 @@ struct Lower<'k, 'f> {
     vars: HashMap<VarId, Variable>,
     vals: HashMap<ValId, Value>,
     exp_table: Option<Value>,
+    pin_slot: Option<cranelift_codegen::ir::StackSlot>,
 }
 
 impl Lower<'_, '_> {
@@ -198,6 +200,20 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(exit);
         self.b.ins().return_(&[]);
         Ok(())
+    }
+
+    /// Compute `v` here, not inside a later loop: Cranelift places pure
+    /// instructions where they are first used and does not always hoist
+    /// them back out of the loop that uses them (measured: RMSNorm's fold,
+    /// sqrt and division ran once per element). A store to a stack slot
+    /// is a use with a side effect, so `v` is computed in this block.
+    fn pin(&mut self, v: Value) {
+        use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+        let slot = *self.pin_slot.get_or_insert_with(|| {
+            self.b
+                .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 4, 2))
+        });
+        self.b.ins().stack_store(self.ptr, v, slot, 0);
     }
 
     fn extent(&mut self, e: Extent) -> Value {
@@ -285,6 +301,7 @@ impl Lower<'_, '_> {
                 Stmt::Loop(l) => self.lower_loop(l)?,
                 Stmt::Let { val, value } => {
                     let v = self.expr(value, Mode::Scalar)?;
+                    self.pin(v);
                     self.vals.insert(*val, v);
                 }
                 Stmt::Store { buf, at, value } => {
@@ -665,7 +682,19 @@ impl Lower<'_, '_> {
             self.b.switch_to_block(head);
             let i = self.b.use_var(g);
             let more = self.b.ins().icmp(IntCC::UnsignedLessThan, i, stop);
-            self.b.ins().brif(more, body, &[], exit, &[]);
+            // The accumulators leave the loop as the exit block's
+            // parameters: values computed from them after the loop then
+            // live outside it, and Cranelift's loop-invariant motion
+            // hoists them above a following loop (without this it sees
+            // them at the loop's depth and recomputes them per iteration).
+            let carried: Vec<Variable> = val_vars.iter().chain(&idx_vars).copied().collect();
+            let mut out_args = Vec::new();
+            for v in &carried {
+                let ty = if val_vars.contains(v) { fty } else { ity };
+                self.b.append_block_param(exit, ty);
+                out_args.push(self.b.use_var(*v).into());
+            }
+            self.b.ins().brif(more, body, &[], exit, &out_args);
             self.b.switch_to_block(body);
             let i = self.b.use_var(g);
             for a in 0..accs {
@@ -677,6 +706,10 @@ impl Lower<'_, '_> {
             self.b.def_var(g, next);
             self.b.ins().jump(head, &[]);
             self.b.switch_to_block(exit);
+            for (n, v) in carried.iter().enumerate() {
+                let p = self.b.block_params(exit)[n];
+                self.b.def_var(*v, p);
+            }
         }
 
         // The remainder: whole vectors into their accumulators, then single
