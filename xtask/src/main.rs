@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_elementwise;
+mod bench_loopnest;
 mod bench_q8;
 mod check_encodings;
 mod exhaustive;
@@ -45,11 +46,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
     match rest.first().map(String::as_str) {
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
+        Some("loopnest") => bench_loopnest::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (elementwise, q8-matvec)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (elementwise, q8-matvec, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (elementwise, q8-matvec)\n{USAGE}"
+            "bench: which benchmark? (elementwise, q8-matvec, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -79,4 +81,6 @@ commands:
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
-                       next to a streaming read of the same weights, interleaved, median";
+                       next to a streaming read of the same weights, interleaved, median
+  bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
+                       Rust loops, interleaved, median";

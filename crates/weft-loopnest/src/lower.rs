@@ -880,14 +880,15 @@ impl Lower<'_, '_> {
     /// it wins if it ranks higher (NaN above numbers). Equal ranks keep
     /// `acc`, which holds the smaller index.
     fn argmax_step(&mut self, acc: ArgAcc, new: ArgAcc, vector: bool) -> ArgAcc {
-        let gt = self
+        // `!(new <= acc)` is "greater, or either is NaN"; `acc == acc`
+        // removes the case where `acc` already holds a NaN (it stays).
+        // (aarch64 has no vector `ugt` compare: `le` then `band_not`.)
+        let not_above = self
             .b
             .ins()
-            .fcmp(FloatCC::GreaterThan, new.value, acc.value);
-        let new_nan = self.b.ins().fcmp(FloatCC::Unordered, new.value, new.value);
-        let acc_nan = self.b.ins().fcmp(FloatCC::Unordered, acc.value, acc.value);
-        let nan_wins = self.b.ins().band_not(new_nan, acc_nan);
-        let take = self.b.ins().bor(gt, nan_wins);
+            .fcmp(FloatCC::LessThanOrEqual, new.value, acc.value);
+        let acc_number = self.b.ins().fcmp(FloatCC::Ordered, acc.value, acc.value);
+        let take = self.b.ins().band_not(acc_number, not_above);
         ArgAcc {
             value: self.pick(take, new.value, acc.value, vector),
             index: self.pick(take, new.index, acc.index, vector),
