@@ -381,6 +381,16 @@ impl Planner {
     /// refusal. The cache is saved before returning (a save failure is
     /// reported in the report's cache problem, not fatal).
     pub fn compile(&mut self, sites: &[Site]) -> Result<CompiledPlan, PlanError> {
+        self.compile_with_progress(sites, &mut |_, _| {})
+    }
+
+    /// [`Planner::compile`], calling `progress(done, total)` after each site
+    /// (for a progress bar).
+    pub fn compile_with_progress(
+        &mut self,
+        sites: &[Site],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<CompiledPlan, PlanError> {
         let t0 = Instant::now();
         self.stats = CacheReport {
             path: self.cache.path().map(|p| p.display().to_string()),
@@ -396,6 +406,7 @@ impl Planner {
             let (c, r) = self.plan_site(index, site)?;
             compiled.push(c);
             reports.push(r);
+            progress(index + 1, sites.len());
         }
         if let Err(e) = self.cache.save() {
             let msg = e.to_string();
