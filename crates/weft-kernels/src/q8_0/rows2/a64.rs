@@ -457,8 +457,12 @@ fn pass(
     );
     a.bind(top)?;
     // The pass's last pair must start before row_end.
-    a.add(TMP, R0, 2 * (pairs as i64 - 1))?;
-    a.cmp(TMP, r.row_end)?;
+    if pairs > 1 {
+        a.add(TMP, R0, 2 * (pairs as i64 - 1))?;
+        a.cmp(TMP, r.row_end)?;
+    } else {
+        a.cmp(R0, r.row_end)?;
+    }
     a.b_cond(Cond::Hs, after)?;
     a.mov(N, XZR)?;
     a.bind(vec_pair)?;
