@@ -12,9 +12,8 @@ use std::sync::Arc;
 use weft_a64::decode;
 use weft_kernel::{Arm, Family, Feature, Host, Isa, NativeCode, Offer, Site, Twin};
 use weft_kernels::q8_0::a64::{Q8MatvecSdot, SDOT_TWINS};
+use weft_kernels::q8_0::rows2;
 use weft_kernels::q8_0::rows2::a64::{Dot, Q8Rows2A64, ROWS2_TWINS};
-use weft_kernels::q8_0::rows2::arm::Q8Rows2Arm;
-use weft_kernels::q8_0::rows2::{self, Q8Rows2Weights};
 use weft_kernels::q8_0::validation::random_weights;
 use weft_kernels::q8_0::{self, arm, geometry, FAMILY};
 use weft_managed::{Arch, Target};
@@ -76,14 +75,23 @@ fn every_arm64_twin_emits_and_every_word_decodes() {
     for twin in a64_twins() {
         let code = body_of(twin.as_ref());
         let texts = texts(&code, twin.name());
-        assert_eq!(texts.last().map(String::as_str), Some("ret"), "{}", twin.name());
+        assert_eq!(
+            texts.last().map(String::as_str),
+            Some("ret"),
+            "{}",
+            twin.name()
+        );
         assert!(!code.listing.contains(".word"), "{}", twin.name());
         assert_eq!(code.listing.lines().count(), texts.len());
         // The block loops are annotated: head before back edge, in the body.
         assert!(!code.loops.is_empty(), "{}", twin.name());
         for l in &code.loops {
             assert!(l.head < l.back_edge && l.back_edge < code.bytes.len());
-            assert!(texts[l.back_edge / 4].starts_with("b.ne"), "{}", twin.name());
+            assert!(
+                texts[l.back_edge / 4].starts_with("b.ne"),
+                "{}",
+                twin.name()
+            );
         }
     }
 }
@@ -169,7 +177,11 @@ fn sdot_twins_compute_every_block_with_two_sdot_per_row() {
         // Passes of 2 rows (r2 only) then of 1 row; each emits 7 blocks
         // (4 in the loop, 3 tail), each block 2 sdot and 1 + rows `fcvt`
         // (the activation scale once, each row's scale) per pass row.
-        let passes: &[usize] = if twin.rows_per_pass() == 2 { &[2, 1] } else { &[1] };
+        let passes: &[usize] = if twin.rows_per_pass() == 2 {
+            &[2, 1]
+        } else {
+            &[1]
+        };
         let sdot: usize = passes.iter().map(|r| 7 * 2 * r).sum();
         let fcvt: usize = passes.iter().map(|r| 7 * (1 + r)).sum();
         assert_eq!(count(&texts, "sdot"), sdot, "{}", twin.name());
@@ -296,7 +308,11 @@ fn f32x4_arm_gets_sdot_from_cranelift_with_dotprod() {
     let with = aarch64_listing(arm::compile, &["has_dotprod"]);
     let base = aarch64_listing(arm::compile, &[]);
     let sdot = with.lines().filter(|l| l.contains(" sdot ")).count();
-    assert_eq!(sdot, 2 * 7, "two per block, 4 loop + 3 tail blocks:\n{with}");
+    assert_eq!(
+        sdot,
+        2 * 7,
+        "two per block, 4 loop + 3 tail blocks:\n{with}"
+    );
     assert!(!base.contains(" sdot "), "{base}");
     assert!(base.contains(" smull "), "{base}");
     assert!(!with.contains(".word 0x"), "every word decodes:\n{with}");
@@ -308,7 +324,11 @@ fn f32x4_arm_gets_sdot_from_cranelift_with_dotprod() {
 fn rows2_arm_gets_sdot_from_cranelift_with_dotprod() {
     let with = aarch64_listing(rows2::arm::compile, &["has_dotprod"]);
     let sdot = with.lines().filter(|l| l.contains(" sdot ")).count();
-    assert_eq!(sdot, 4 * 7, "four per block, 4 loop + 3 tail blocks:\n{with}");
+    assert_eq!(
+        sdot,
+        4 * 7,
+        "four per block, 4 loop + 3 tail blocks:\n{with}"
+    );
     insta::assert_snapshot!("q8_0_arm_rows2_aarch64_dotprod", with);
 }
 
@@ -321,6 +341,7 @@ mod on_aarch64 {
     use super::*;
     use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel};
     use weft_kernels::q8_0::rows2::arm::Q8Rows2Kernel;
+    use weft_kernels::q8_0::rows2::Q8Rows2Weights;
     use weft_kernels::q8_0::validation::random_activations;
     use weft_kernels::q8_0::{Q8Activations, Q8Weights};
 
@@ -347,20 +368,29 @@ mod on_aarch64 {
         let host = Host::detect();
         let entry = q8_0::entry();
         let mut accepted = 0;
+        // Each arm is built once (Cranelift itself runs slowly under qemu).
+        let mut built: Vec<(&str, Offer, NativeCode)> = Vec::new();
         for twin in a64_twins() {
             if weft_kernel::require_features(&host, twin.requires()).is_err() {
                 continue;
             }
-            // The geometry of the offer does not change the body; the
-            // cases bring their own shapes (rows 1..4096, blocks 1..448).
-            let offer = offer_for_arm(twin.arm(), 4096, 2, 1);
-            let arm = entry
-                .arms
+            if !built.iter().any(|(name, ..)| *name == twin.arm()) {
+                // The geometry of the offer does not change the body; the
+                // cases bring their own shapes (rows 1..4096, blocks 1..448).
+                let offer = offer_for_arm(twin.arm(), 4096, 2, 1);
+                let arm = entry
+                    .arms
+                    .iter()
+                    .find(|a| a.name() == twin.arm())
+                    .expect("arm");
+                let code = arm.build(&offer, host.isa).expect("arm builds");
+                built.push((twin.arm(), offer, code));
+            }
+            let (_, offer, arm_code) = built
                 .iter()
-                .find(|a| a.name() == twin.arm())
-                .expect("arm");
-            let arm_code = arm.build(&offer, host.isa).expect("arm builds");
-            match entry.check.check(twin.as_ref(), &arm_code, &offer, &host, 42) {
+                .find(|(name, ..)| *name == twin.arm())
+                .expect("built above");
+            match entry.check.check(twin.as_ref(), arm_code, offer, &host, 42) {
                 Ok(checked) => {
                     assert!(checked.cases > 40 && checked.words > 20_000);
                     println!(

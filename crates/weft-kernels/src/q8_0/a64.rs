@@ -367,8 +367,8 @@ fn sdot_block(a: &mut Assembler, rows: usize, g: usize) -> Result<(), EncodeErro
         }
     }
     for rr in ROW_REGS.iter().take(rows) {
-        for k in 0..2 {
-            a.sdot(v(rr.dot[k]).s4(), v(rr.wq[k]).b16(), v(XQ[k]).b16())?;
+        for ((dot, wq), xq) in rr.dot.iter().zip(rr.wq).zip(XQ) {
+            a.sdot(v(*dot).s4(), v(wq).b16(), v(xq).b16())?;
         }
     }
     // Scales: s_b = f32(dw) * f32(dx).

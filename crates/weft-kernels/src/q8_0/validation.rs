@@ -1,7 +1,8 @@
 //! Validation of `q8_0.matvec` twins against their arm: the cases that hunt
 //! for differences (every row count and blocks-per-row the brief names,
-//! special fp16 scales, quants of -128 in the weights, a member view that
-//! starts inside W) and how one case runs.
+//! every batch 1..=8 on the small shapes, special fp16 scales on both
+//! sides, quants of -128 in the weights, member views that start inside W
+//! at odd and even rows) and how one case runs.
 //!
 //! Library code, not a test helper: the planner validates twins through
 //! [`entry`](super::entry)'s [`Checker`](weft_validate::Checker) on
@@ -72,8 +73,8 @@ pub fn random_activations(blocks: usize, batch: usize, seed: u64) -> Q8Activatio
 /// ±largest subnormal, smallest normal, ±1, ±inf, a quiet and a
 /// signalling NaN.
 pub const SPECIAL_SCALES: [u16; 14] = [
-    0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x3c00, 0xbc00, 0x7c00, 0xfc00,
-    0x7e00, 0x7d01, 0x7bff,
+    0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x3c00, 0xbc00, 0x7c00, 0xfc00, 0x7e00,
+    0x7d01, 0x7bff,
 ];
 
 /// Activations whose block scales cycle through [`SPECIAL_SCALES`] (from
@@ -100,7 +101,11 @@ pub fn special_weights(rows: usize, blocks: usize, seed: u64) -> Q8Weights {
         let d = SPECIAL_SCALES[(i * 5) % SPECIAL_SCALES.len()];
         bytes.extend_from_slice(&d.to_le_bytes());
         for k in 0..32 {
-            let q = if k % 4 == 3 { 0x80 } else { rng.next_u64() as u8 };
+            let q = if k % 4 == 3 {
+                0x80
+            } else {
+                rng.next_u64() as u8
+            };
             bytes.push(q);
         }
     }

@@ -98,9 +98,7 @@ pub fn build_function(target: &Target) -> Function {
     let var_pw = b.declare_var(ptr);
     let var_px = b.declare_var(ptr);
     let var_y = b.declare_var(types::F32X4);
-    let acc_vars: Vec<Variable> = (0..GROUPS)
-        .map(|_| b.declare_var(types::F32X4))
-        .collect();
+    let acc_vars: Vec<Variable> = (0..GROUPS).map(|_| b.declare_var(types::F32X4)).collect();
 
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
@@ -126,9 +124,7 @@ pub fn build_function(target: &Target) -> Function {
     b.def_var(var_n, zero);
     b.def_var(var_y, zero_acc);
     // An empty range writes nothing (and reads nothing).
-    let any = b
-        .ins()
-        .icmp(IntCC::UnsignedLessThan, row_start, row_end);
+    let any = b.ins().icmp(IntCC::UnsignedLessThan, row_start, row_end);
     b.ins().brif(any, n_head, &[], exit, &[]);
 
     b.switch_to_block(n_head);
