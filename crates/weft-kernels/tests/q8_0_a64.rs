@@ -241,7 +241,7 @@ fn twin_nests_cover_every_row_pair_and_vector() {
             .collect()
     };
     let two = Q8MatvecSdot::new(2).nest(&offer);
-    assert_eq!(trips(&two, "rows2"), [2]);
+    assert_eq!(trips(&two, "row-pairs"), [2]);
     assert_eq!(trips(&two, "rows"), [1]);
     assert_eq!(trips(&two, "blocks4"), [2, 2]);
     assert_eq!(trips(&two, "tail"), [1, 1]);

@@ -297,7 +297,7 @@ unsafe impl Twin for Q8MatvecSdot {
         let mut out = Vec::new();
         if self.rows_per_pass == 2 {
             // Two-row passes, then one one-row pass for an odd last row.
-            out.extend(pass("rows2", rows / 2));
+            out.extend(pass("row-pairs", rows / 2));
             out.extend(pass("rows", rows % 2));
         } else {
             out.extend(pass("rows", rows));
@@ -504,12 +504,4 @@ fn emit_sdot(rows_per_pass: usize) -> Result<NativeCode, EncodeError> {
     }
     a.ret()?;
     Ok(native(&a.finish()?, loops))
-}
-
-/// The instructions of `code` (every word decoded), for feature checks.
-pub fn decode_all(code: &NativeCode) -> Vec<Option<Inst>> {
-    code.bytes
-        .chunks_exact(4)
-        .map(|c| decode(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-        .collect()
 }
