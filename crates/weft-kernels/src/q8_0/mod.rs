@@ -75,8 +75,9 @@ pub const FAMILY: &str = "q8_0.matvec";
 
 /// The family as a planner registers it: the arms (f32x4 first, the
 /// default; then rows2), every twin (all ISAs; the planner skips what the
-/// host cannot run) and their validation ([`check::Q8Check`] dispatches
-/// on the offer's contract).
+/// host cannot run), their validation and their micro-race bench
+/// ([`check::Q8Check`] and [`check::Q8Workbench`] dispatch on the offer's
+/// contract).
 pub fn entry() -> weft_kernel::FamilyEntry {
     use std::sync::Arc;
     use weft_kernel::Twin;
@@ -94,6 +95,7 @@ pub fn entry() -> weft_kernel::FamilyEntry {
         arms: vec![Arc::new(arm::Q8MatvecArm), Arc::new(rows2::arm::Q8Rows2Arm)],
         twins,
         check: Arc::new(check::Q8Check),
+        bench: Some(Arc::new(check::Q8Workbench)),
     }
 }
 

@@ -279,3 +279,33 @@ fn shapes_cover_the_briefs_rows_and_blocks() {
     }
     assert!(s.contains(&(5, 448)));
 }
+
+#[test]
+fn family_workbench_runs_each_contract_with_its_own_args() {
+    use super::super::arm::Q8MatvecArm;
+    use super::super::check::Q8Workbench;
+    use super::super::validation::Q8Bench;
+    use weft_kernel::Workbench;
+    let host = Host::detect();
+    let w = random_weights(5, 3, 1, true);
+    let site = site_with(5, 96, 2, Some(w.bytes().to_vec()));
+    for arm in [&Q8Rows2Arm as &dyn Arm, &Q8MatvecArm] {
+        let offer = arm.offer(&site, &host).expect("offer");
+        let code = arm.build(&offer, host.isa).expect("build");
+        let placed = code.place().expect("place");
+        let mut bench = Q8Workbench.prepare(&offer, 3).expect("prepare");
+        // SAFETY: `code` is the body `arm` built for `offer`.
+        unsafe { bench.run(&placed) }.expect("run");
+    }
+    let mut rows2 = Q8Rows2Arm.offer(&site, &host).expect("offer");
+    // The f32x4 bench would call a rows2 body with unpacked weights.
+    assert_eq!(
+        Q8Bench.prepare(&rows2, 1).err().map(|e| e.name()),
+        Some("bad-operand")
+    );
+    rows2.contract.args = "Q8Other".into();
+    assert_eq!(
+        Q8Workbench.prepare(&rows2, 1).err().map(|e| e.name()),
+        Some("bad-operand")
+    );
+}

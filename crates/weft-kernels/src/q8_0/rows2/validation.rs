@@ -8,14 +8,14 @@
 
 use std::ops::Range;
 
-use weft_kernel::{Kernel, Offer, Refusal};
+use weft_kernel::{Bench, Kernel, Offer, PlacedCode, Refusal, Workbench};
 use weft_validate::{Element, Outputs, Validation, CANARY_F32};
 
 use super::super::validation::{
     random_activations, random_weights, shapes, special_activations, special_weights,
 };
 use super::super::Q8Activations;
-use super::{Q8Rows2Args, Q8Rows2Weights, ARGS_NAME};
+use super::{Q8Rows2Args, Q8Rows2Weights, ARGS_NAME, LAYOUT};
 
 /// One case: packed weights, activations and the rows to compute.
 pub struct Rows2Case {
@@ -120,5 +120,65 @@ unsafe impl Validation for Rows2Validation {
             index / rows,
             index % rows
         )
+    }
+}
+
+/// The rows2 contract's [`Workbench`]: the offer's own packed weights (the
+/// site's, repacked at plan time) and random activations at its geometry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rows2Bench;
+
+/// Prepared inputs of [`Rows2Bench`].
+struct Rows2Prepared {
+    w: Q8Rows2Weights,
+    x: Q8Activations,
+    y: Vec<f32>,
+}
+
+impl Workbench for Rows2Bench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn Bench>, Refusal> {
+        if offer.contract.args != ARGS_NAME {
+            return Err(Refusal::BadOperand {
+                operand: "args".to_owned(),
+                reason: format!(
+                    "the rows2 bench runs {ARGS_NAME}, not {}",
+                    offer.contract.args
+                ),
+            });
+        }
+        let g = &offer.contract.geometry;
+        let (rows, cols, batch) = (
+            g.require("rows")?,
+            g.require("cols")?,
+            g.get("batch").unwrap_or(1),
+        );
+        let (rows, blocks, batch) = super::super::check_geometry(rows, cols, batch)?;
+        let op = offer
+            .packed
+            .iter()
+            .find(|p| p.name == "weights")
+            .ok_or_else(|| Refusal::BadOperand {
+                operand: "weights".to_owned(),
+                reason: format!("the offer carries no {LAYOUT} operand"),
+            })?;
+        Ok(Box::new(Rows2Prepared {
+            w: Q8Rows2Weights::from_operand(op, rows, 32 * blocks)?,
+            x: random_activations(blocks, batch, seed ^ 0x5eed),
+            y: vec![0.0; rows * batch],
+        }))
+    }
+}
+
+impl Bench for Rows2Prepared {
+    unsafe fn run(&mut self, code: &std::sync::Arc<PlacedCode>) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is a body built for a rows2
+        // offer, which honours the leaf ABI for `Q8Rows2Args`.
+        let kernel = unsafe { Kernel::<Q8Rows2Args>::from_placed(code.clone(), 0)? };
+        let rows = self.w.rows();
+        let args = Q8Rows2Args::new(&self.w, &self.x, &mut self.y, 0..rows)?;
+        // SAFETY: `new` checked the extents against buffers owned by `self`,
+        // which outlive the call.
+        unsafe { kernel.call(&args) };
+        Ok(())
     }
 }
