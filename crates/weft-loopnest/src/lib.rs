@@ -17,7 +17,7 @@
 //!   affine indices are explicit and there are no Cranelift types, so a
 //!   native emitter can lower the same nest later (the families have no
 //!   twins yet; their [`FamilyEntry`] refuses every twin as
-//!   `no-twin-check`).
+//!   `no-checker`).
 //! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
 //!   relocations (exp reads its constants through an argument), no
 //!   allocation, no per-call setup beyond loading the arguments. Entry
@@ -46,7 +46,7 @@ pub use ops::silu_mul::{SiluMul, SiluMulArgs, SiluMulKernel};
 pub use ops::{family_entry, NestArm, NestOp, Placed};
 
 /// The twin check of families that have no twins yet: every twin is
-/// refused as [`Refusal::NoTwinCheck`], so none can stand in for an arm
+/// refused as [`Refusal::NoChecker`], so none can stand in for an arm
 /// whose bits it was never compared with.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoTwins;
@@ -60,7 +60,7 @@ impl TwinCheck for NoTwins {
         _host: &Host,
         _seed: u64,
     ) -> Result<Checked, Refusal> {
-        Err(Refusal::NoTwinCheck {
+        Err(Refusal::NoChecker {
             family: offer.contract.family.clone(),
         })
     }

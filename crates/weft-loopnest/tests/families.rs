@@ -194,7 +194,7 @@ unsafe impl Twin for Stranger {
 }
 
 #[test]
-fn every_twin_is_refused_as_no_twin_check() {
+fn every_twin_is_refused_as_no_checker() {
     for e in entries() {
         let site = smollm2_sites()
             .into_iter()
@@ -211,7 +211,7 @@ fn every_twin_is_refused_as_no_twin_check() {
             .check
             .check(&Stranger, &code, &offer, &host(), 1)
             .unwrap_err();
-        assert_eq!(r.name(), "no-twin-check");
+        assert_eq!(r.name(), "no-checker");
     }
 }
 

@@ -208,13 +208,15 @@ impl<O: NestOp> Placed<O> {
 }
 
 /// `O`'s family as a planner registers it: its one arm, no twins yet, and
-/// a check that refuses every twin by name ([`NoTwins`]).
+/// a check that refuses every twin by name ([`NoTwins`]) and no workbench.
 pub fn family_entry<O: NestOp>() -> FamilyEntry {
     FamilyEntry {
         family: Family(O::FAMILY),
         arms: vec![Arc::new(NestArm::<O>::new())],
         twins: Vec::new(),
         check: Arc::new(NoTwins),
+        // Nothing to race: with one arm and no twins there is no choice.
+        bench: None,
     }
 }
 
