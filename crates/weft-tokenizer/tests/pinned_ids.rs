@@ -15,7 +15,7 @@
 //! special added tokens. The third column encodes the text with the control
 //! tokens left out of the tokenizer (they are then ordinary text). The tool
 //! is not committed; the same table for the full vocabulary is in the
-//! workspace's `tests/tokenizer_real_model.rs`.
+//! workspace's `tests/real_model.rs`.
 
 use weft_gguf::Gguf;
 use weft_tokenizer::{Render, Special, Tokenizer};
