@@ -19,7 +19,7 @@
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -262,7 +262,7 @@ pub fn unpack_member(zip: &Path, member: &str, dest: &Path) -> Result<(u64, Stri
         hasher: Sha256::new(),
         len: 0,
     };
-    copy(&mut entry, &mut sink).map_err(io_err("unpack to", dest))?;
+    io::copy(&mut entry, &mut sink).map_err(io_err("unpack to", dest))?;
     sink.inner.flush().map_err(io_err("write", dest))?;
     Ok((sink.len, hex(&sink.hasher.finalize())))
 }
@@ -275,7 +275,7 @@ fn verify(path: &Path) -> Result<(), FetchError> {
         hasher: Sha256::new(),
         len: 0,
     };
-    copy(&mut file, &mut sink).map_err(io_err("read", path))?;
+    io::copy(&mut file, &mut sink).map_err(io_err("read", path))?;
     let sha256 = hex(&sink.hasher.finalize());
     if sink.len == MODEL_LEN && sha256 == MODEL_SHA256 {
         Ok(())
@@ -286,10 +286,6 @@ fn verify(path: &Path) -> Result<(), FetchError> {
             sha256,
         })
     }
-}
-
-fn copy(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
-    io::copy(from, to)
 }
 
 struct HashingWriter<W> {
