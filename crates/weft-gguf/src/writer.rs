@@ -154,14 +154,30 @@ fn put_array(out: &mut Vec<u8>, a: &Array) {
     match a {
         Array::U8(v) => out.extend_from_slice(v),
         Array::I8(v) => out.extend(v.iter().map(|x| *x as u8)),
-        Array::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::I16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::I32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Array::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::U16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::U32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::F32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::U64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::F64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Array::Bool(v) => out.extend(v.iter().map(|x| u8::from(*x))),
         Array::String(v) => v.iter().for_each(|x| put_string(out, x)),
         Array::Array(v) => v.iter().for_each(|x| put_array(out, x)),

@@ -39,7 +39,10 @@ fn q4_1_blocks(n: usize, seed: u64) -> Vec<u8> {
         } else {
             // Scales around real weights: exponent 2^-12..2^-4, either sign for m.
             let r = u16::from_le_bytes([block[0], block[1]]);
-            (0x1000 | (r & 0x0fff), (0x1000 | (r.rotate_left(5) & 0x0fff)) | (r & 0x8000))
+            (
+                0x1000 | (r & 0x0fff),
+                (0x1000 | (r.rotate_left(5) & 0x0fff)) | (r & 0x8000),
+            )
         };
         block[..2].copy_from_slice(&d.to_le_bytes());
         block[2..4].copy_from_slice(&m.to_le_bytes());
@@ -75,7 +78,10 @@ fn q4_1_requantisation_is_dequantise_then_reference_quantise_for_any_thread_coun
 fn many_tensors_of_mixed_types_convert_in_order() {
     let f32s: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.13).collect();
     let f32_bytes: Vec<u8> = f32s.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let f16_bytes: Vec<u8> = f32s.iter().flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes()).collect();
+    let f16_bytes: Vec<u8> = f32s
+        .iter()
+        .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
+        .collect();
     let q8 = q8_0::quantize_row(&f32s).expect("row");
     let q4 = q4_1_blocks(2, 3);
     let mut w = GgufWriter::new();
@@ -87,14 +93,20 @@ fn many_tensors_of_mixed_types_convert_in_order() {
     let ts = g.tensors().expect("all known");
     let out = to_q8_0_many(&ts, 2).expect("all convertible");
     assert_eq!(out[0], q8);
-    let widened: Vec<f32> = f32s.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect();
+    let widened: Vec<f32> = f32s
+        .iter()
+        .map(|x| half::f16::from_f32(*x).to_f32())
+        .collect();
     assert_eq!(out[1], q8_0::quantize_row(&widened).expect("row"));
     assert_eq!(out[2], q8, "Q8_0 is copied");
     let mut q4_to_q8 = vec![0u8; 68];
     q4_1::requantize_into(&q4, &mut q4_to_q8).expect("lengths");
     assert_eq!(out[3], q4_to_q8);
     assert_eq!(g.tensor("f32").expect("f32").to_f32().expect("f32"), f32s);
-    assert_eq!(g.tensor("f16").expect("f16").to_f32().expect("f16"), widened);
+    assert_eq!(
+        g.tensor("f16").expect("f16").to_f32().expect("f16"),
+        widened
+    );
 }
 
 #[test]
@@ -102,7 +114,11 @@ fn f32_rows_that_are_not_whole_q8_blocks_are_refused() {
     let mut w = GgufWriter::new();
     w.tensor("v", &[3], TensorType::F32, &[0; 12]);
     let g = Gguf::from_bytes(w.to_bytes()).expect("file");
-    let e = g.tensor("v").expect("v").to_q8_0().expect_err("3 is not a multiple of 32");
+    let e = g
+        .tensor("v")
+        .expect("v")
+        .to_q8_0()
+        .expect_err("3 is not a multiple of 32");
     assert_eq!(e.name(), "ragged-row");
 }
 

@@ -49,18 +49,34 @@ fn error_name(bytes: Vec<u8>) -> &'static str {
 
 #[test]
 fn wrong_magic_and_short_files_are_bad_magic() {
-    assert!(matches!(refused(b"GGML\x03\0\0\0".to_vec()), GgufError::BadMagic { found } if &found == b"GGML"));
+    assert!(
+        matches!(refused(b"GGML\x03\0\0\0".to_vec()), GgufError::BadMagic { found } if &found == b"GGML")
+    );
     assert_eq!(error_name(Vec::new()), "bad-magic");
     assert_eq!(error_name(b"GG".to_vec()), "bad-magic");
 }
 
 #[test]
 fn versions_other_than_2_and_3_are_refused_by_name() {
-    assert!(matches!(refused(file(1, 0, 0, &[])), GgufError::UnsupportedVersion { version: 1 }));
-    assert!(matches!(refused(file(4, 0, 0, &[])), GgufError::UnsupportedVersion { version: 4 }));
-    assert!(matches!(refused(file(3u32.swap_bytes(), 0, 0, &[])), GgufError::BigEndian { version: 3 }));
+    assert!(matches!(
+        refused(file(1, 0, 0, &[])),
+        GgufError::UnsupportedVersion { version: 1 }
+    ));
+    assert!(matches!(
+        refused(file(4, 0, 0, &[])),
+        GgufError::UnsupportedVersion { version: 4 }
+    ));
+    assert!(matches!(
+        refused(file(3u32.swap_bytes(), 0, 0, &[])),
+        GgufError::BigEndian { version: 3 }
+    ));
     for v in [2, 3] {
-        assert_eq!(Gguf::from_bytes(file(v, 0, 0, &[])).expect("empty file").version(), v);
+        assert_eq!(
+            Gguf::from_bytes(file(v, 0, 0, &[]))
+                .expect("empty file")
+                .version(),
+            v
+        );
     }
 }
 
@@ -68,14 +84,20 @@ fn versions_other_than_2_and_3_are_refused_by_name() {
 fn truncation_anywhere_is_truncated_never_a_panic() {
     let mut w = GgufWriter::new();
     w.metadata("general.architecture", Value::String("llama".into()))
-        .metadata("a.list", Value::Array(weft_gguf::Array::String(vec!["x".into(), "yz".into()])))
+        .metadata(
+            "a.list",
+            Value::Array(weft_gguf::Array::String(vec!["x".into(), "yz".into()])),
+        )
         .tensor("t", &[32], TensorType::Q8_0, &[7u8; 34]);
     let whole = w.to_bytes();
     Gguf::from_bytes(whole.clone()).expect("whole file");
     for len in 4..whole.len() {
         let e = refused(whole[..len].to_vec());
         assert!(
-            matches!(e.name(), "truncated" | "count-too-large" | "tensor-out-of-range"),
+            matches!(
+                e.name(),
+                "truncated" | "count-too-large" | "tensor-out-of-range"
+            ),
             "cut at {len}: {e}"
         );
     }
@@ -85,7 +107,11 @@ fn truncation_anywhere_is_truncated_never_a_panic() {
 fn huge_counts_are_refused_before_allocating() {
     assert!(matches!(
         refused(file(3, 0, u64::MAX, &[])),
-        GgufError::CountTooLarge { what: "metadata entry", count: u64::MAX, .. }
+        GgufError::CountTooLarge {
+            what: "metadata entry",
+            count: u64::MAX,
+            ..
+        }
     ));
     assert!(matches!(
         refused(file(3, 1 << 40, 0, &[0; 64])),
@@ -95,12 +121,24 @@ fn huge_counts_are_refused_before_allocating() {
     let mut v = 10u32.to_le_bytes().to_vec();
     v.extend_from_slice(&(1u64 << 61).to_le_bytes());
     let e = refused(file(3, 0, 1, &kv("a", 9, &v)));
-    assert!(matches!(e, GgufError::CountTooLarge { what: "array element", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GgufError::CountTooLarge {
+                what: "array element",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // An array of strings claiming more strings than 8-byte lengths fit.
     let mut v = 8u32.to_le_bytes().to_vec();
     v.extend_from_slice(&1000u64.to_le_bytes());
     v.extend_from_slice(&[0; 80]);
-    assert_eq!(error_name(file(3, 0, 1, &kv("a", 9, &v))), "count-too-large");
+    assert_eq!(
+        error_name(file(3, 0, 1, &kv("a", 9, &v))),
+        "count-too-large"
+    );
 }
 
 #[test]
@@ -118,9 +156,15 @@ fn strings_must_be_utf8_and_not_huge() {
     assert_eq!(error_name(file(3, 0, 1, &body)), "not-utf8");
     // A length beyond the cap is refused by the cap, not by reading.
     let v = (weft_gguf::MAX_STRING_LEN + 1).to_le_bytes();
-    assert!(matches!(refused(file(3, 0, 1, &kv("k", 8, &v))), GgufError::StringTooLong { .. }));
+    assert!(matches!(
+        refused(file(3, 0, 1, &kv("k", 8, &v))),
+        GgufError::StringTooLong { .. }
+    ));
     let v = u64::MAX.to_le_bytes();
-    assert_eq!(error_name(file(3, 0, 1, &kv("k", 8, &v))), "string-too-long");
+    assert_eq!(
+        error_name(file(3, 0, 1, &kv("k", 8, &v))),
+        "string-too-long"
+    );
 }
 
 #[test]
@@ -129,11 +173,17 @@ fn unknown_value_types_and_bad_bools_are_named() {
         refused(file(3, 0, 1, &kv("k", 13, &[0; 8]))),
         GgufError::UnknownValueType { id: 13, .. }
     ));
-    assert!(matches!(refused(file(3, 0, 1, &kv("k", 7, &[2]))), GgufError::InvalidBool { byte: 2, .. }));
+    assert!(matches!(
+        refused(file(3, 0, 1, &kv("k", 7, &[2]))),
+        GgufError::InvalidBool { byte: 2, .. }
+    ));
     // An array whose element type is unknown.
     let mut v = 99u32.to_le_bytes().to_vec();
     v.extend_from_slice(&0u64.to_le_bytes());
-    assert_eq!(error_name(file(3, 0, 1, &kv("k", 9, &v))), "unknown-value-type");
+    assert_eq!(
+        error_name(file(3, 0, 1, &kv("k", 9, &v))),
+        "unknown-value-type"
+    );
 }
 
 #[test]
@@ -146,7 +196,10 @@ fn nesting_is_bounded() {
     }
     v.extend_from_slice(&0u32.to_le_bytes());
     v.extend_from_slice(&0u64.to_le_bytes());
-    assert!(matches!(refused(file(3, 0, 1, &kv("k", 9, &v))), GgufError::NestingTooDeep { .. }));
+    assert!(matches!(
+        refused(file(3, 0, 1, &kv("k", 9, &v))),
+        GgufError::NestingTooDeep { .. }
+    ));
 }
 
 #[test]
@@ -170,7 +223,8 @@ fn duplicate_keys_and_tensor_names_are_refused() {
     w.metadata("k", Value::U8(1)).metadata("k", Value::U8(2));
     assert!(matches!(refused(w.to_bytes()), GgufError::DuplicateKey { key } if key == "k"));
     let mut w = GgufWriter::new();
-    w.tensor("t", &[1], TensorType::F32, &[0; 4]).tensor("t", &[1], TensorType::F32, &[0; 4]);
+    w.tensor("t", &[1], TensorType::F32, &[0; 4])
+        .tensor("t", &[1], TensorType::F32, &[0; 4]);
     assert!(matches!(refused(w.to_bytes()), GgufError::DuplicateTensor { name } if name == "t"));
 }
 
@@ -179,11 +233,18 @@ fn alignment_must_be_a_power_of_two_uint32() {
     for bad in [0u32, 3, 48] {
         let mut w = GgufWriter::new();
         w.metadata("general.alignment", Value::U32(bad));
-        assert!(matches!(refused(w.to_bytes()), GgufError::BadAlignment { alignment } if alignment == bad));
+        assert!(
+            matches!(refused(w.to_bytes()), GgufError::BadAlignment { alignment } if alignment == bad)
+        );
     }
     let mut w = GgufWriter::new();
     w.metadata("general.alignment", Value::U64(64));
-    assert!(matches!(refused(w.to_bytes()), GgufError::AlignmentType { found: ValueType::U64 }));
+    assert!(matches!(
+        refused(w.to_bytes()),
+        GgufError::AlignmentType {
+            found: ValueType::U64
+        }
+    ));
 }
 
 #[test]
@@ -210,15 +271,40 @@ fn misaligned_out_of_range_and_overlapping_tensors_are_refused() {
         f
     };
     let e = refused(with(vec![info("a", &[4], 0, 8)]));
-    assert!(matches!(e, GgufError::MisalignedTensor { offset: 8, alignment: 32, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GgufError::MisalignedTensor {
+                offset: 8,
+                alignment: 32,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = refused(with(vec![info("a", &[128], 0, 32)]));
-    assert!(matches!(e, GgufError::TensorOutOfRange { offset: 32, size: 512, data_len: 256, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GgufError::TensorOutOfRange {
+                offset: 32,
+                size: 512,
+                data_len: 256,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = refused(with(vec![info("a", &[4], 0, u64::MAX - 31)]));
     assert_eq!(e.name(), "tensor-out-of-range");
     let e = refused(with(vec![info("a", &[16], 0, 0), info("b", &[4], 0, 32)]));
-    assert!(matches!(e, GgufError::OverlappingTensors { ref first, ref second } if first == "a" && second == "b"), "{e}");
+    assert!(
+        matches!(e, GgufError::OverlappingTensors { ref first, ref second } if first == "a" && second == "b"),
+        "{e}"
+    );
     // Touching is not overlapping.
-    Gguf::from_bytes(with(vec![info("a", &[8], 0, 0), info("b", &[4], 0, 32)])).expect("adjacent tensors");
+    Gguf::from_bytes(with(vec![info("a", &[8], 0, 0), info("b", &[4], 0, 32)]))
+        .expect("adjacent tensors");
 }
 
 #[test]
@@ -233,9 +319,22 @@ fn absurd_shapes_are_refused() {
     let e = refused(file(3, 1, 0, &info("a", &[1, 1, 1, 1, 1], 0, 0)));
     assert!(matches!(e, GgufError::TooManyDims { n_dims: 5, .. }), "{e}");
     let e = refused(file(3, 1, 0, &info("a", &[33, 2], 8, 0)));
-    assert!(matches!(e, GgufError::RaggedRow { row_len: 33, block_len: 32, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GgufError::RaggedRow {
+                row_len: 33,
+                block_len: 32,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let long = "x".repeat(64);
-    assert_eq!(error_name(file(3, 1, 0, &info(&long, &[1], 0, 0))), "tensor-name-too-long");
+    assert_eq!(
+        error_name(file(3, 1, 0, &info(&long, &[1], 0, 0))),
+        "tensor-name-too-long"
+    );
 }
 
 #[test]
@@ -246,34 +345,62 @@ fn unknown_tensor_types_fail_only_when_used() {
         .tensor("k_quant", &[256], TensorType::Q4_K, &[0; 144]);
     let g = Gguf::from_bytes(w.to_bytes()).expect("opens despite the unknown type");
     assert_eq!(g.tensor("known").expect("known").bytes().len(), 34);
-    assert!(matches!(g.tensor("mystery"), Err(GgufError::UnknownTensorType { id: 4, .. })));
+    assert!(matches!(
+        g.tensor("mystery"),
+        Err(GgufError::UnknownTensorType { id: 4, .. })
+    ));
     assert!(g.tensors().is_err());
     // A named type we cannot convert gives its bytes but no conversion.
     let k = g.tensor("k_quant").expect("Q4_K bytes");
     assert_eq!(k.bytes().len(), 144);
-    assert!(matches!(k.to_q8_0(), Err(GgufError::UnsupportedConversion { from: TensorType::Q4_K, .. })));
-    assert!(matches!(k.to_f32(), Err(GgufError::UnsupportedConversion { to: "F32", .. })));
-    assert!(matches!(g.tensor("absent"), Err(GgufError::NoSuchTensor { .. })));
+    assert!(matches!(
+        k.to_q8_0(),
+        Err(GgufError::UnsupportedConversion {
+            from: TensorType::Q4_K,
+            ..
+        })
+    ));
+    assert!(matches!(
+        k.to_f32(),
+        Err(GgufError::UnsupportedConversion { to: "F32", .. })
+    ));
+    assert!(matches!(
+        g.tensor("absent"),
+        Err(GgufError::NoSuchTensor { .. })
+    ));
 }
 
 #[test]
 fn typed_accessors_name_missing_and_wrong_typed_keys() {
     let mut w = GgufWriter::new();
     w.metadata("llama.block_count", Value::U32(30))
-        .metadata("tokens", Value::Array(weft_gguf::Array::String(vec!["a".into()])))
+        .metadata(
+            "tokens",
+            Value::Array(weft_gguf::Array::String(vec!["a".into()])),
+        )
         .metadata("ids", Value::Array(weft_gguf::Array::I32(vec![1, -2])));
     let g = Gguf::from_bytes(w.to_bytes()).expect("file");
     assert_eq!(g.metadata::<u32>("llama.block_count").expect("u32"), 30);
     assert_eq!(g.metadata::<&[String]>("tokens").expect("strings"), ["a"]);
     assert_eq!(g.metadata::<&[i32]>("ids").expect("i32s"), [1, -2]);
-    let e = g.metadata::<u64>("llama.block_count").expect_err("u32 is not u64");
+    let e = g
+        .metadata::<u64>("llama.block_count")
+        .expect_err("u32 is not u64");
     assert!(
         matches!(&e, GgufError::WrongType { expected: "uint64", found, .. } if found == "uint32"),
         "{e}"
     );
-    let e = g.metadata::<&[u32]>("tokens").expect_err("strings are not u32s");
-    assert!(matches!(&e, GgufError::WrongType { found, .. } if found == "array of string"), "{e}");
-    assert!(matches!(g.metadata::<u32>("nope"), Err(GgufError::MissingKey { .. })));
+    let e = g
+        .metadata::<&[u32]>("tokens")
+        .expect_err("strings are not u32s");
+    assert!(
+        matches!(&e, GgufError::WrongType { found, .. } if found == "array of string"),
+        "{e}"
+    );
+    assert!(matches!(
+        g.metadata::<u32>("nope"),
+        Err(GgufError::MissingKey { .. })
+    ));
     assert_eq!(g.metadata_opt::<u32>("nope").expect("absent is fine"), None);
     assert!(g.metadata_opt::<f32>("llama.block_count").is_err());
 }

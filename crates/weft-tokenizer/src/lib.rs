@@ -220,12 +220,16 @@ impl Tokenizer {
             }
         })?;
         let vocab = Vocabulary {
-            tokens: gguf.metadata::<&[String]>("tokenizer.ggml.tokens")?.to_vec(),
+            tokens: gguf
+                .metadata::<&[String]>("tokenizer.ggml.tokens")?
+                .to_vec(),
             token_types: gguf
                 .metadata_opt::<&[i32]>("tokenizer.ggml.token_type")?
                 .unwrap_or_default()
                 .to_vec(),
-            merges: gguf.metadata::<&[String]>("tokenizer.ggml.merges")?.to_vec(),
+            merges: gguf
+                .metadata::<&[String]>("tokenizer.ggml.merges")?
+                .to_vec(),
             pre: Some(pre),
             bos: gguf.metadata_opt("tokenizer.ggml.bos_token_id")?,
             eos: gguf.metadata_opt("tokenizer.ggml.eos_token_id")?,
@@ -301,11 +305,9 @@ impl Tokenizer {
         }
 
         let check = |key: &'static str, id: Option<TokenId>| match id {
-            Some(id) if id as usize >= n => Err(TokenizerError::SpecialIdOutOfRange {
-                key,
-                id,
-                vocab: n,
-            }),
+            Some(id) if id as usize >= n => {
+                Err(TokenizerError::SpecialIdOutOfRange { key, id, vocab: n })
+            }
             _ => Ok(id),
         };
         let bos = check("tokenizer.ggml.bos_token_id", vocab.bos)?;
@@ -488,7 +490,12 @@ impl Tokenizer {
         while let Some(Reverse(c)) = queue.pop() {
             let (l, r) = (&syms[c.left], &syms[c.right]);
             // Stale: a side was merged away or changed since this was queued.
-            if !l.alive || !r.alive || l.next != Some(c.right) || l.id != c.left_id || r.id != c.right_id {
+            if !l.alive
+                || !r.alive
+                || l.next != Some(c.right)
+                || l.id != c.left_id
+                || r.id != c.right_id
+            {
                 continue;
             }
             let after = syms[c.right].next;

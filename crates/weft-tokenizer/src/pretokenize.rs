@@ -131,12 +131,23 @@ mod tests {
     #[test]
     fn smollm_splits_every_number_character() {
         let p = pieces(PreTokenizer::Smollm, "year 2024, ½ Ⅻ٣x");
-        assert_eq!(p, ["year", " ", "2", "0", "2", "4", ",", " ", "½", " ", "Ⅻ", "٣", "x"]);
+        assert_eq!(
+            p,
+            ["year", " ", "2", "0", "2", "4", ",", " ", "½", " ", "Ⅻ", "٣", "x"]
+        );
     }
 
     #[test]
     fn pieces_always_concatenate_to_the_text() {
-        for text in ["", " ", "\n\n", "a\u{301}b", "  x  ", "\u{a0}\u{a0}y", "日本語 テキスト"] {
+        for text in [
+            "",
+            " ",
+            "\n\n",
+            "a\u{301}b",
+            "  x  ",
+            "\u{a0}\u{a0}y",
+            "日本語 テキスト",
+        ] {
             for kind in [PreTokenizer::Gpt2, PreTokenizer::Smollm] {
                 assert_eq!(pieces(kind, text).concat(), text, "{kind:?} {text:?}");
             }
@@ -145,7 +156,10 @@ mod tests {
 
     #[test]
     fn pre_tokenizer_names_follow_llama_cpp() {
-        assert_eq!(PreTokenizer::from_name("smollm"), Some(PreTokenizer::Smollm));
+        assert_eq!(
+            PreTokenizer::from_name("smollm"),
+            Some(PreTokenizer::Smollm)
+        );
         assert_eq!(PreTokenizer::from_name("gpt2"), Some(PreTokenizer::Gpt2));
         assert_eq!(PreTokenizer::from_name("llama-bpe"), None);
     }

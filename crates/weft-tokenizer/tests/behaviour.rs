@@ -46,15 +46,22 @@ fn stream_decoder_holds_split_utf8_until_complete() {
     }
     assert_eq!(shown.concat(), "é🦀!");
     assert!(shown.iter().all(|s| !s.contains('\u{fffd}')), "{shown:?}");
-    assert!(shown.iter().any(String::is_empty), "some token ends inside a character: {shown:?}");
+    assert!(
+        shown.iter().any(String::is_empty),
+        "some token ends inside a character: {shown:?}"
+    );
     assert_eq!(dec.finish(), "");
 }
 
 #[test]
 fn stream_decoder_replaces_impossible_bytes_and_flushes_the_rest() {
     let tok = fixture();
-    let lone_continuation = tok.token_id("\u{a9}").expect("byte 0xA9 is in the vocabulary");
-    let lead = tok.token_id("\u{c3}").expect("byte 0xC3 is in the vocabulary");
+    let lone_continuation = tok
+        .token_id("\u{a9}")
+        .expect("byte 0xA9 is in the vocabulary");
+    let lead = tok
+        .token_id("\u{c3}")
+        .expect("byte 0xC3 is in the vocabulary");
     let mut dec = tok.stream_decoder(Render::Special);
     assert_eq!(dec.push(lone_continuation).expect("in range"), "\u{fffd}");
     assert_eq!(dec.push(lead).expect("in range"), "");
@@ -67,10 +74,24 @@ fn control_tokens_render_only_when_asked_and_bad_ids_are_errors() {
     let ids = tok.encode("<|im_start|>hi<|im_end|>", Special::Parse);
     assert_eq!(ids.first(), Some(&1));
     assert_eq!(ids.last(), Some(&2));
-    assert_eq!(tok.decode(&ids, Render::Special).expect("ok"), b"<|im_start|>hi<|im_end|>");
+    assert_eq!(
+        tok.decode(&ids, Render::Special).expect("ok"),
+        b"<|im_start|>hi<|im_end|>"
+    );
     assert_eq!(tok.decode(&ids, Render::SkipSpecial).expect("ok"), b"hi");
-    let e = tok.decode(&[5000], Render::Special).expect_err("past the vocabulary");
-    assert!(matches!(e, TokenizerError::UnknownId { id: 5000, vocab: 1052 }), "{e}");
+    let e = tok
+        .decode(&[5000], Render::Special)
+        .expect_err("past the vocabulary");
+    assert!(
+        matches!(
+            e,
+            TokenizerError::UnknownId {
+                id: 5000,
+                vocab: 1052
+            }
+        ),
+        "{e}"
+    );
     let mut dec = tok.stream_decoder(Render::SkipSpecial);
     assert!(dec.push(u32::MAX).is_err());
 }
@@ -78,19 +99,37 @@ fn control_tokens_render_only_when_asked_and_bad_ids_are_errors() {
 #[test]
 fn malformed_vocabularies_are_refused_by_name() {
     let e = Tokenizer::new(tiny(&["a"], &[])).expect_err("no space");
-    assert!(matches!(e, TokenizerError::MalformedMerge { index: 0, .. }), "{e}");
+    assert!(
+        matches!(e, TokenizerError::MalformedMerge { index: 0, .. }),
+        "{e}"
+    );
     let e = Tokenizer::new(tiny(&["a b c"], &[])).expect_err("two spaces");
     assert!(matches!(e, TokenizerError::MalformedMerge { .. }), "{e}");
     let e = Tokenizer::new(tiny(&["a b"], &[])).expect_err("ab missing");
-    assert!(matches!(e, TokenizerError::MergeNotInVocabulary { ref token, .. } if token == "ab"), "{e}");
+    assert!(
+        matches!(e, TokenizerError::MergeNotInVocabulary { ref token, .. } if token == "ab"),
+        "{e}"
+    );
     let e = Tokenizer::new(tiny(&["a z"], &["az"])).expect_err("z missing");
-    assert!(matches!(e, TokenizerError::MergeNotInVocabulary { ref token, .. } if token == "z"), "{e}");
+    assert!(
+        matches!(e, TokenizerError::MergeNotInVocabulary { ref token, .. } if token == "z"),
+        "{e}"
+    );
     let mut v = tiny(&[], &[]);
     v.token_types = vec![1, 1];
-    assert!(matches!(Tokenizer::new(v), Err(TokenizerError::TokenTypeCount { tokens: 4, types: 2 })));
+    assert!(matches!(
+        Tokenizer::new(v),
+        Err(TokenizerError::TokenTypeCount {
+            tokens: 4,
+            types: 2
+        })
+    ));
     let mut v = tiny(&[], &[]);
     v.eos = Some(4);
-    assert!(matches!(Tokenizer::new(v), Err(TokenizerError::SpecialIdOutOfRange { id: 4, .. })));
+    assert!(matches!(
+        Tokenizer::new(v),
+        Err(TokenizerError::SpecialIdOutOfRange { id: 4, .. })
+    ));
     assert!(matches!(
         Tokenizer::new(Vocabulary::default()),
         Err(TokenizerError::BadVocabularySize { len: 0 })
@@ -103,7 +142,10 @@ fn files_with_other_models_or_pre_tokenizers_are_refused() {
         let mut w = GgufWriter::new();
         w.metadata("tokenizer.ggml.model", Value::String(model.into()))
             .metadata("tokenizer.ggml.pre", Value::String(pre.into()))
-            .metadata("tokenizer.ggml.tokens", Value::Array(Array::String(vec!["a".into()])))
+            .metadata(
+                "tokenizer.ggml.tokens",
+                Value::Array(Array::String(vec!["a".into()])),
+            )
             .metadata("tokenizer.ggml.merges", Value::Array(Array::String(vec![])));
         Gguf::from_bytes(w.to_bytes()).expect("parses")
     };
@@ -111,12 +153,22 @@ fn files_with_other_models_or_pre_tokenizers_are_refused() {
     let e = Tokenizer::from_gguf(&file("llama", "default")).expect_err("SentencePiece");
     assert!(matches!(e, TokenizerError::UnsupportedModel { .. }), "{e}");
     let e = Tokenizer::from_gguf(&file("gpt2", "qwen2")).expect_err("other regex");
-    assert!(matches!(e, TokenizerError::UnsupportedPreTokenizer { .. }), "{e}");
+    assert!(
+        matches!(e, TokenizerError::UnsupportedPreTokenizer { .. }),
+        "{e}"
+    );
     let mut w = GgufWriter::new();
     w.metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
         .metadata("tokenizer.ggml.tokens", Value::U32(3));
-    let e = Tokenizer::from_gguf(&Gguf::from_bytes(w.to_bytes()).expect("parses")).expect_err("wrong type");
-    assert!(matches!(e, TokenizerError::Gguf(weft_gguf::GgufError::WrongType { .. })), "{e}");
+    let e = Tokenizer::from_gguf(&Gguf::from_bytes(w.to_bytes()).expect("parses"))
+        .expect_err("wrong type");
+    assert!(
+        matches!(
+            e,
+            TokenizerError::Gguf(weft_gguf::GgufError::WrongType { .. })
+        ),
+        "{e}"
+    );
 }
 
 proptest! {

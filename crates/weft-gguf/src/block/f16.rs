@@ -74,7 +74,11 @@ mod tests {
         assert_eq!(dst.map(f32::to_bits), bits);
         assert_eq!(
             f32_from_le_into(&src[1..], &mut dst),
-            Err(LengthError { src: 15, dst: 4, width: 4 })
+            Err(LengthError {
+                src: 15,
+                dst: 4,
+                width: 4
+            })
         );
     }
 }

@@ -181,7 +181,11 @@ mod tests {
         for (j, q) in qs.iter_mut().enumerate() {
             *q = (j as u8) | (((15 - j) as u8) << 4);
         }
-        let b = BlockQ4_1 { d: 0x3c00, m: 0, qs };
+        let b = BlockQ4_1 {
+            d: 0x3c00,
+            m: 0,
+            qs,
+        };
         let y = b.dequantize();
         for j in 0..16 {
             assert_eq!(y[j], j as f32);
@@ -194,7 +198,11 @@ mod tests {
     #[test]
     fn dequantize_is_one_rounding_of_q_times_d_plus_m() {
         // d = 0.1 (fp16 0x2e66), m = -0.3 (0xb4cd): q*d exact, one rounding in the add.
-        let b = BlockQ4_1 { d: 0x2e66, m: 0xb4cd, qs: [0x7f; 16] };
+        let b = BlockQ4_1 {
+            d: 0x2e66,
+            m: 0xb4cd,
+            qs: [0x7f; 16],
+        };
         let d = f16::from_bits(0x2e66).to_f32() as f64;
         let m = f16::from_bits(0xb4cd).to_f32() as f64;
         let y = b.dequantize();
@@ -230,7 +238,10 @@ mod tests {
         let b = quantize_block(&x);
         let step = f16::from_bits(b.d).to_f32();
         for (v, y) in x.iter().zip(b.dequantize()) {
-            assert!((v - y).abs() <= step * 0.5 + 1e-3, "{v} vs {y} (step {step})");
+            assert!(
+                (v - y).abs() <= step * 0.5 + 1e-3,
+                "{v} vs {y} (step {step})"
+            );
         }
     }
 }

@@ -219,7 +219,12 @@ mod tests {
             x += 1.0 / 1024.0 + 1e-7;
         }
         for v in cases {
-            assert_eq!(to_quant(v), to_quant_by_roundf(v), "v = {v:e} ({:#x})", v.to_bits());
+            assert_eq!(
+                to_quant(v),
+                to_quant_by_roundf(v),
+                "v = {v:e} ({:#x})",
+                v.to_bits()
+            );
         }
     }
 }

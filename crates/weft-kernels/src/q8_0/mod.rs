@@ -77,6 +77,7 @@ pub fn entry() -> weft_kernel::FamilyEntry {
         arms: vec![Arc::new(arm::Q8MatvecArm)],
         twins,
         check: Arc::new(weft_validate::Checker(validation::Q8Validation)),
+        bench: Some(Arc::new(validation::Q8Bench)),
     }
 }
 

@@ -154,3 +154,50 @@ unsafe impl Validation for Q8Validation {
         )
     }
 }
+
+/// The family's [`Workbench`](weft_kernel::Workbench): random weights and
+/// activations at an offer's geometry (finite scales, so every body runs
+/// the same instruction path it would on a model's weights).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Q8Bench;
+
+/// Prepared inputs of [`Q8Bench`].
+struct Q8Prepared {
+    w: Q8Weights,
+    x: Q8Activations,
+    y: Vec<f32>,
+}
+
+impl weft_kernel::Workbench for Q8Bench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn weft_kernel::Bench>, Refusal> {
+        let g = &offer.contract.geometry;
+        let (rows, cols, batch) = (
+            g.require("rows")?,
+            g.require("cols")?,
+            g.get("batch").unwrap_or(1),
+        );
+        let (rows, blocks, batch) = super::check_geometry(rows, cols, batch)?;
+        Ok(Box::new(Q8Prepared {
+            w: random_weights(rows, blocks, seed, false),
+            x: random_activations(blocks, batch, seed ^ 0x5eed),
+            y: vec![0.0; rows * batch],
+        }))
+    }
+}
+
+impl weft_kernel::Bench for Q8Prepared {
+    unsafe fn run(
+        &mut self,
+        code: &std::sync::Arc<weft_kernel::PlacedCode>,
+    ) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is a q8_0.matvec body, which
+        // honours the leaf ABI for `Q8MatvecArgs`.
+        let kernel = unsafe { Kernel::<Q8MatvecArgs>::from_placed(code.clone(), 0)? };
+        let rows = self.w.rows();
+        let args = Q8MatvecArgs::new(&self.w, &self.x, &mut self.y, 0..rows)?;
+        // SAFETY: `new` checked the extents against buffers owned by `self`,
+        // which outlive the call.
+        unsafe { kernel.call(&args) };
+        Ok(())
+    }
+}
