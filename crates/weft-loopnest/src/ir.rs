@@ -292,22 +292,22 @@ impl Expr {
     }
 
     /// `self + o`.
-    pub fn add(self, o: Expr) -> Self {
+    pub fn plus(self, o: Expr) -> Self {
         Expr::Binary(Binary::Add, Box::new(self), Box::new(o))
     }
 
     /// `self - o`.
-    pub fn sub(self, o: Expr) -> Self {
+    pub fn minus(self, o: Expr) -> Self {
         Expr::Binary(Binary::Sub, Box::new(self), Box::new(o))
     }
 
     /// `self * o`.
-    pub fn mul(self, o: Expr) -> Self {
+    pub fn times(self, o: Expr) -> Self {
         Expr::Binary(Binary::Mul, Box::new(self), Box::new(o))
     }
 
     /// `self / o`.
-    pub fn div(self, o: Expr) -> Self {
+    pub fn over(self, o: Expr) -> Self {
         Expr::Binary(Binary::Div, Box::new(self), Box::new(o))
     }
 
@@ -799,7 +799,10 @@ impl Kernel {
 
     fn check_reduce_shape(&self, r: &Reduce) -> Result<(), IrError> {
         let shape = |m: String| IrError::Shape(format!("reduce `{}`: {m}", r.name));
-        if !r.lanes.is_power_of_two() || !r.width.is_power_of_two() || r.lanes % r.width != 0 {
+        if !r.lanes.is_power_of_two()
+            || !r.width.is_power_of_two()
+            || !r.lanes.is_multiple_of(r.width)
+        {
             return Err(shape(
                 "lanes and width: powers of two, width divides lanes".into(),
             ));
@@ -848,7 +851,7 @@ impl Kernel {
                 if let Some((sn, _, sat)) = stores.iter().find(|(_, b, _)| *b == buf) {
                     // A stored buffer is read only at the stored element
                     // (or its pair partner), and never after the store.
-                    if n > *sn || at != *sat || (swap && l.granule % 2 != 0) {
+                    if n > *sn || at != *sat || (swap && !l.granule.is_multiple_of(2)) {
                         return Err(IrError::Hazard(format!(
                             "loop `{}` loads `{}` away from, or after, the element it stores",
                             l.name,
@@ -882,7 +885,8 @@ impl Kernel {
             .iter()
             .all(|(c, t)| *t == Term::Var(l.var) || c % 2 == 0)
             && at.constant % 2 == 0;
-        if at.coefficient(l.var) != 1 || l.granule % 2 != 0 || !even_start || !others_even {
+        if at.coefficient(l.var) != 1 || !l.granule.is_multiple_of(2) || !even_start || !others_even
+        {
             return Err(IrError::NotVectorisable(format!(
                 "loop `{}`: a pair swap that can leave its granule",
                 l.name
@@ -1053,7 +1057,7 @@ mod tests {
             vec![Stmt::Store {
                 buf: X,
                 at: Affine::var(I),
-                value: Expr::load_f32(X, Affine::var(I)).add(Expr::load_f32(Y, Affine::var(I))),
+                value: Expr::load_f32(X, Affine::var(I)).plus(Expr::load_f32(Y, Affine::var(I))),
             }],
         );
         k.check().expect("well formed");

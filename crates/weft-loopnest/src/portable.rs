@@ -54,7 +54,7 @@ pub fn ln(x: f64) -> f64 {
 
 /// `e^y` for `|y| < 700` (others give NaN).
 pub fn exp(y: f64) -> f64 {
-    if !(y.abs() < 700.0) {
+    if y.is_nan() || y.abs() >= 700.0 {
         return f64::NAN;
     }
     let k = (y * INV_LN2).round();

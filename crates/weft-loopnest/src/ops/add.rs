@@ -184,7 +184,8 @@ unsafe impl NestOp for Add {
                 body: vec![Stmt::Store {
                     buf: X,
                     at: Affine::var(i),
-                    value: Expr::load_f32(X, Affine::var(i)).add(Expr::load_f32(Y, Affine::var(i))),
+                    value: Expr::load_f32(X, Affine::var(i))
+                        .plus(Expr::load_f32(Y, Affine::var(i))),
                 }],
             })],
         }
@@ -307,7 +308,7 @@ mod tests {
             "bad-operand"
         );
         assert_eq!(
-            k.run_range(&mut [0.0; 4], &[0.0; 4], 2..1)
+            k.run_range(&mut [0.0; 4], &[0.0; 4], Range { start: 2, end: 1 })
                 .unwrap_err()
                 .name(),
             "bad-operand"

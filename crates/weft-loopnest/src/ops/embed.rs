@@ -388,7 +388,7 @@ unsafe impl<const Q8: bool> NestOp for Embed<Q8> {
                         body: vec![Stmt::Store {
                             buf: OUT,
                             at: out_at(Affine::var(k).plus_var(Q8_0_BLOCK as i64, b)),
-                            value: Expr::Val(scale).mul(
+                            value: Expr::Val(scale).times(
                                 Expr::load(
                                     TABLE,
                                     Elem::I8,

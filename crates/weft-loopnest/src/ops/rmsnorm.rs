@@ -129,7 +129,7 @@ fn check_lengths(op: &RmsNorm, x: &[f32], w: &[f32], y: &[f32]) -> Result<usize,
     if w.len() != op.dim {
         return Err(bad("w", format!("{} f32s, dim is {}", w.len(), op.dim)));
     }
-    if x.len() % op.dim != 0 {
+    if !x.len().is_multiple_of(op.dim) {
         return Err(bad(
             "x",
             format!("{} f32s is not rows of {}", x.len(), op.dim),
@@ -293,16 +293,16 @@ unsafe impl NestOp for RmsNorm {
                         width: 4,
                         lanes: LANES,
                         fold: Fold::Halving,
-                        value: x_at(i).mul(x_at(i)),
+                        value: x_at(i).times(x_at(i)),
                     }),
                     Stmt::Let {
                         val: mean,
-                        value: Expr::Val(ss).div(Expr::f32(self.dim as f32)),
+                        value: Expr::Val(ss).over(Expr::f32(self.dim as f32)),
                     },
                     Stmt::Let {
                         val: scale,
                         value: Expr::f32(1.0)
-                            .div(Expr::Val(mean).add(Expr::Param(EPS)).unary(Unary::Sqrt)),
+                            .over(Expr::Val(mean).plus(Expr::Param(EPS)).unary(Unary::Sqrt)),
                     },
                     Stmt::Loop(Loop {
                         name: "scale",
@@ -315,8 +315,8 @@ unsafe impl NestOp for RmsNorm {
                             buf: Y,
                             at: Affine::var(j).plus_var(d, r),
                             value: x_at(j)
-                                .mul(Expr::Val(scale))
-                                .mul(Expr::load_f32(W, Affine::var(j))),
+                                .times(Expr::Val(scale))
+                                .times(Expr::load_f32(W, Affine::var(j))),
                         }],
                     }),
                 ],

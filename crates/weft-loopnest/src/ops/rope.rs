@@ -72,7 +72,7 @@ impl RopeTable {
         if !(freq_base.is_finite() && freq_base > 1.0 && freq_base < 1e30) {
             return Err(bad("freq_base", format!("{freq_base} is not in (1, 1e30)")));
         }
-        if rope_dims < 2 || rope_dims % 2 != 0 || rope_dims > 1 << 16 {
+        if rope_dims < 2 || !rope_dims.is_multiple_of(2) || rope_dims > 1 << 16 {
             return Err(bad(
                 "rope_dims",
                 format!("{rope_dims} is not even in 2..=65536"),
@@ -219,7 +219,7 @@ fn check_lengths(
 ) -> Result<usize, Refusal> {
     let q_row = op.heads * op.head_dim;
     let k_row = op.kv_heads * op.head_dim;
-    if q.len() % q_row != 0 {
+    if !q.len().is_multiple_of(q_row) {
         return Err(bad("q", format!("{} f32s is not rows of {q_row}", q.len())));
     }
     let total = q.len() / q_row;
@@ -385,7 +385,7 @@ impl Rope {
                 body: vec![Stmt::Store {
                     buf,
                     at: x_at,
-                    value: x.mul(c).add(partner.mul(s)),
+                    value: x.times(c).plus(partner.times(s)),
                 }],
             })],
         })

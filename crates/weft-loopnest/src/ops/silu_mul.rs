@@ -220,7 +220,7 @@ unsafe impl NestOp for SiluMul {
     fn nest(&self) -> Kernel {
         let i = VarId(0);
         let gv = ValId(0);
-        let one_plus_e = Expr::f32(1.0).add(Expr::Val(gv).unary(Unary::Neg).unary(Unary::Exp));
+        let one_plus_e = Expr::f32(1.0).plus(Expr::Val(gv).unary(Unary::Neg).unary(Unary::Exp));
         Kernel {
             name: "loopnest_silu_mul".to_owned(),
             params: params(),
@@ -244,8 +244,8 @@ unsafe impl NestOp for SiluMul {
                         buf: H,
                         at: Affine::var(i),
                         value: Expr::Val(gv)
-                            .div(one_plus_e)
-                            .mul(Expr::load_f32(U, Affine::var(i))),
+                            .over(one_plus_e)
+                            .times(Expr::load_f32(U, Affine::var(i))),
                     },
                 ],
             })],
