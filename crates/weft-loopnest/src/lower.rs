@@ -942,3 +942,132 @@ impl Lower<'_, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::{self, Arg, Buffer};
+    use crate::ir::{Fold, Param, Storage};
+    use weft_kernel::{Kernel as Placed, NativeCode};
+    use weft_kernels::arm_build::host_isa;
+
+    /// The argument struct of the test kernels below.
+    #[repr(C)]
+    struct XOut {
+        x: *const f32,
+        out: *mut f32,
+    }
+
+    /// `out[0] = reduce(x[0..n])` with the given op, width and lanes.
+    fn reduce_kernel(op: ReduceOp, n: u64, width: u32, lanes: u32) -> Kernel {
+        let buf = |storage, written| ParamKind::Buffer { storage, written };
+        let out_storage = match op {
+            ReduceOp::Sum => Storage::F32,
+            ReduceOp::ArgMax => Storage::U32,
+        };
+        Kernel {
+            name: "reduce".into(),
+            params: vec![
+                Param {
+                    name: "x",
+                    offset: 0,
+                    kind: buf(Storage::F32, false),
+                },
+                Param {
+                    name: "out",
+                    offset: 8,
+                    kind: buf(out_storage, true),
+                },
+            ],
+            guards: vec![],
+            body: vec![
+                Stmt::Reduce(Reduce {
+                    result: ValId(0),
+                    op,
+                    name: "i",
+                    var: VarId(0),
+                    start: 0,
+                    end: n,
+                    width,
+                    lanes,
+                    fold: Fold::Halving,
+                    value: Expr::load_f32(ParamId(0), Affine::var(VarId(0))),
+                }),
+                Stmt::Store {
+                    buf: ParamId(1),
+                    at: Affine::constant(0),
+                    value: Expr::Val(ValId(0)),
+                },
+            ],
+        }
+    }
+
+    fn run_both(k: &Kernel, x: &[f32]) -> (u32, u32) {
+        let target = Target::host().expect("host");
+        let code = compile(k, &target).expect("compiles");
+        let native = NativeCode {
+            isa: host_isa(),
+            bytes: code.bytes,
+            listing: code.listing,
+            loops: Vec::new(),
+        };
+        // SAFETY: the kernel reads x[0..n] and writes out[0], which the
+        // buffers below hold.
+        let placed = unsafe { Placed::<XOut>::from_native(&native) }.expect("placed");
+        let mut out = [0u32; 1];
+        let args = XOut {
+            x: x.as_ptr(),
+            out: out.as_mut_ptr().cast(),
+        };
+        // SAFETY: as above; both buffers outlive the call.
+        unsafe { placed.call(&args) };
+        let out_buf = match k.params[1].kind {
+            ParamKind::Buffer {
+                storage: Storage::U32,
+                ..
+            } => Buffer::U32(vec![0]),
+            _ => Buffer::F32(vec![0.0]),
+        };
+        let mut a = vec![Arg::Buffer(Buffer::F32(x.to_vec())), Arg::Buffer(out_buf)];
+        interp::run(k, &mut a).expect("interprets");
+        let want = match &a[1] {
+            Arg::Buffer(Buffer::U32(v)) => v[0],
+            Arg::Buffer(Buffer::F32(v)) => v[0].to_bits(),
+            _ => unreachable!(),
+        };
+        (out[0], want)
+    }
+
+    #[test]
+    fn scalar_and_vector_reductions_equal_the_interpreter() {
+        // Values whose sums depend on the order (large and small mixed).
+        let x: Vec<f32> = (0..45)
+            .map(|i| {
+                if i % 5 == 0 {
+                    1e7 + i as f32
+                } else {
+                    0.3 * i as f32 - 5.0
+                }
+            })
+            .collect();
+        for n in [1u64, 7, 16, 45] {
+            for (width, lanes) in [(1, 1), (1, 4), (4, 4), (4, 8), (1, 16), (4, 16)] {
+                for op in [ReduceOp::Sum, ReduceOp::ArgMax] {
+                    let k = reduce_kernel(op, n, width, lanes);
+                    let (got, want) = run_both(&k, &x[..n as usize]);
+                    assert_eq!(got, want, "{op:?} n {n} width {width} lanes {lanes}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn widths_other_than_1_and_4_are_refused_by_name() {
+        let k = reduce_kernel(ReduceOp::Sum, 16, 8, 16);
+        let target = Target::host().expect("host");
+        assert!(matches!(
+            build_function(&k, &target),
+            Err(IrError::NotVectorisable(_))
+        ));
+    }
+}
