@@ -1,6 +1,7 @@
 //! A Llama-architecture decoder expressed as a Weft plan.
 
 mod config;
+pub mod load;
 pub mod reference;
 pub mod synthetic;
 pub mod weights;
@@ -18,6 +19,13 @@ pub enum ModelError {
         tensor: String,
         /// What is wrong.
         reason: String,
+    },
+    /// The model file could not be read.
+    #[error("{}: {source}", source.name())]
+    Gguf {
+        /// The reader's error.
+        #[from]
+        source: weft_gguf::GgufError,
     },
     /// The model's configuration is not one the forward pass serves.
     #[error("bad-config: {reason}")]
