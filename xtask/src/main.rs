@@ -5,9 +5,12 @@
 use std::process::ExitCode;
 
 mod bench_elementwise;
+mod bench_gguf_load;
+mod bench_loopnest;
 mod bench_q8;
 mod check_encodings;
 mod exhaustive;
+mod fetch_model;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
         "check-encodings" => check_encodings::run(rest),
         "exhaustive" => exhaustive::run(rest),
         "bench" => bench(rest),
+        "fetch-model" => fetch_model::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     match result {
@@ -45,11 +49,13 @@ fn bench(rest: &[String]) -> Result<(), String> {
     match rest.first().map(String::as_str) {
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
+        Some("gguf-load") => bench_gguf_load::run(rest),
+        Some("loopnest") => bench_loopnest::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (elementwise, q8-matvec)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (elementwise, q8-matvec)\n{USAGE}"
+            "bench: which benchmark? (elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -79,4 +85,8 @@ commands:
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
-                       next to a streaming read of the same weights, interleaved, median";
+                       next to a streaming read of the same weights, interleaved, median
+  bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
+  bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
+                       Rust loops, interleaved, median
+  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata";

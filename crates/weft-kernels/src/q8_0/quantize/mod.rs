@@ -69,6 +69,7 @@ pub fn entry() -> weft_kernel::FamilyEntry {
         arms: vec![Arc::new(arm::QuantizeArm)],
         twins,
         check: Arc::new(weft_validate::Checker(validation::QuantizeValidation)),
+        bench: Some(Arc::new(validation::QuantizeBench)),
     }
 }
 

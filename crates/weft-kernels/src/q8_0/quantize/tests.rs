@@ -363,6 +363,20 @@ fn entry_registers_the_arm_and_every_twin() {
         assert_eq!(code.loops.len(), 1);
         assert_eq!(code.loops[0].name, offer.loops[0].name);
     }
+    // The workbench runs the arm on prepared inputs at the offer.
+    let bench = e.bench.as_ref().expect("a workbench");
+    let offer = offer_for(96, 3).expect("offer");
+    let arm_code = QuantizeArm.build(&offer, Host::detect().isa).expect("arm");
+    let placed = arm_code.place().expect("place");
+    let mut prepared = bench.prepare(&offer, 9).expect("prepare");
+    // SAFETY: the arm's body for this offer.
+    unsafe { prepared.run(&placed) }.expect("run");
+    let mut other = offer.clone();
+    other.contract.args = "Q8MatvecArgs".into();
+    assert_eq!(
+        bench.prepare(&other, 9).err().map(|r| r.name()),
+        Some("bad-operand")
+    );
     // The planner's check runs the validation (refuses by name off-host).
     let host = Host::detect();
     let offer = offer_for(64, 1).expect("offer");

@@ -325,3 +325,61 @@ unsafe impl Validation for QuantizeValidation {
         )
     }
 }
+
+/// The family's [`Workbench`](weft_kernel::Workbench): random normal
+/// inputs at an offer's geometry (no NaN, so every body runs the path it
+/// runs on a model's activations).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuantizeBench;
+
+/// Prepared inputs of [`QuantizeBench`].
+struct Prepared {
+    x: Vec<f32>,
+    out: Vec<u8>,
+    cols: usize,
+    batch: usize,
+}
+
+impl weft_kernel::Workbench for QuantizeBench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn weft_kernel::Bench>, Refusal> {
+        if offer.contract.args != ARGS_NAME {
+            return Err(Refusal::BadOperand {
+                operand: "args".to_owned(),
+                reason: format!(
+                    "QuantizeBench runs {ARGS_NAME}, not {}",
+                    offer.contract.args
+                ),
+            });
+        }
+        let (cols, batch, blocks) = super::dims(&offer.contract.geometry)?;
+        let mut gen = Blocks {
+            rng: SplitMix64::new(seed),
+        };
+        let x = (0..blocks * BLOCK_LEN as u64)
+            .map(|_| gen.normal())
+            .collect();
+        Ok(Box::new(Prepared {
+            x,
+            out: vec![0; blocks as usize * BLOCK_BYTES],
+            cols: cols as usize,
+            batch: batch as usize,
+        }))
+    }
+}
+
+impl weft_kernel::Bench for Prepared {
+    unsafe fn run(
+        &mut self,
+        code: &std::sync::Arc<weft_kernel::PlacedCode>,
+    ) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is a q8_0.quantize body, which
+        // honours the leaf ABI for `Q8QuantizeArgs`.
+        let kernel = unsafe { Kernel::<Q8QuantizeArgs>::from_placed(code.clone(), 0)? };
+        let blocks = self.out.len() / BLOCK_BYTES;
+        let args = Q8QuantizeArgs::new(&self.x, &mut self.out, self.cols, self.batch, 0..blocks)?;
+        // SAFETY: `new` checked the extents against buffers owned by `self`,
+        // which outlive the call.
+        unsafe { kernel.call(&args) };
+        Ok(())
+    }
+}
