@@ -89,10 +89,12 @@
 //! admits `d` a multiple of 16 in `16..=256`; twins serve `d ≤ 128`
 //! ([`MAX_TWIN_D`]) and refuse more by name.
 
+pub mod a64;
 pub mod arm;
 pub mod chain;
 pub mod reference;
 pub mod validation;
+pub mod x64;
 
 #[cfg(test)]
 mod tests;
@@ -827,7 +829,11 @@ pub fn contract(site: &SiteShape) -> Contract {
 /// (all ISAs) and their validation. The chain's stages are registered
 /// separately by [`chain::entries`].
 pub fn entry() -> weft_kernel::FamilyEntry {
-    let twins: Vec<Arc<dyn weft_kernel::Twin>> = Vec::new();
+    let mut twins: Vec<Arc<dyn weft_kernel::Twin>> = x64::TWINS
+        .iter()
+        .map(|t| Arc::new(*t) as Arc<dyn weft_kernel::Twin>)
+        .collect();
+    twins.push(Arc::new(a64::AttentionNeon));
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(FAMILY),
         arms: vec![Arc::new(arm::AttentionArm)],

@@ -1,4 +1,4 @@
-use weft_kernel::{Arm, Family, Geometry, Host, Site};
+use weft_kernel::{Arm, Family, Geometry, Host, Site, Twin};
 
 use super::arm::{AttentionArm, AttentionKernel};
 use super::chain::{AttentionChain, ChainScratch, Stage};
@@ -416,5 +416,118 @@ fn chain_stages_are_registered_with_their_own_families() {
         assert_eq!(e.arms.len(), 1);
         assert_eq!(e.arms[0].name(), s.arm_name());
         assert!(e.twins.is_empty());
+    }
+}
+
+// --------------------------------------------------------------- twins ---
+
+/// Every twin of the family the host can run, validated against the arm
+/// on every case at `d` and `kv` through the family's own check (what the
+/// planner runs).
+fn twins_validate(d: usize, kv: KvType) -> usize {
+    let host = Host::detect();
+    let e = entry();
+    let offer = arm::offer_for(&arm::body_site(d, kv));
+    let arm_code = e.arms[0]
+        .build(&offer, crate::arm_build::host_isa())
+        .expect("arm builds");
+    let mut ran = 0;
+    for twin in &e.twins {
+        if twin.isa() != host.isa || weft_kernel::require_features(&host, twin.requires()).is_err() {
+            continue;
+        }
+        match e.check.check(twin.as_ref(), &arm_code, &offer, &host, 17) {
+            Ok(c) => assert!(c.cases > 20 && c.words > 0, "{}: {c:?}", twin.name()),
+            Err(r) => panic!("{} at d {d} {kv:?}: {r}", twin.name()),
+        }
+        ran += 1;
+    }
+    ran
+}
+
+#[test]
+fn every_twin_matches_the_arm_bit_for_bit_f32() {
+    let mut ran = 0;
+    for d in [32, 64, 80, 128] {
+        ran += twins_validate(d, KvType::F32);
+    }
+    assert!(ran > 0, "no twin runs on this host");
+}
+
+#[test]
+fn every_twin_matches_the_arm_bit_for_bit_f16() {
+    let mut ran = 0;
+    for d in [32, 64, 80, 128] {
+        ran += twins_validate(d, KvType::F16);
+    }
+    assert!(ran > 0, "no twin runs on this host");
+}
+
+#[test]
+fn twins_refuse_head_dimensions_above_128_by_name() {
+    let offer = arm::offer_for(&arm::body_site(192, KvType::F32));
+    for twin in entry().twins {
+        let e = twin.emit(&offer).unwrap_err();
+        assert_eq!(e.name(), "unsupported-geometry", "{}", twin.name());
+    }
+    // The arm serves it.
+    let arm_code = AttentionArm.build(&offer, crate::arm_build::host_isa());
+    assert!(arm_code.is_ok());
+}
+
+#[test]
+fn every_twin_names_the_fused_arm_and_emits_for_any_host() {
+    let e = entry();
+    assert_eq!(e.twins.len(), 3);
+    let offer = arm::offer_for(&arm::body_site(64, KvType::F16));
+    for t in &e.twins {
+        assert_eq!(t.arm(), arm::ARM_NAME);
+        let code = t.emit(&offer).expect("emits");
+        assert_eq!(code.isa, t.isa());
+        assert!(!code.bytes.is_empty());
+    }
+}
+
+// `extern "win64"` exists only on x86-64 targets.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn x64_twins_match_the_arm_when_called_as_win64() {
+    let host = Host::detect();
+    let case = build_case(
+        &spec(45, 20, true, 25, 4, 2, LayoutKind::TokenMajor, Data::Random),
+        48,
+        KvType::F16,
+        23,
+    );
+    let arm = AttentionKernel::arm(48, KvType::F16).expect("arm");
+    let want = kernel_outputs(&arm, &case);
+    for twin in x64::TWINS {
+        if weft_kernel::require_features(&host, twin.requires()).is_err() {
+            continue;
+        }
+        let body = twin
+            .with_abi(weft_x64::Abi::Win64)
+            .body(48, KvType::F16)
+            .expect("emit");
+        let placed = weft_jitmem::place(&body.bytes).expect("place");
+        let mut got = vec![f32::from_bits(weft_validate::CANARY_F32); case.o_len];
+        let args = AttentionArgs::new(
+            &case.shape,
+            &case.layout,
+            &case.q,
+            case.k.slice(),
+            case.v.slice(),
+            &mut got,
+        )
+        .expect("args");
+        // SAFETY: the body was emitted for the Win64 convention with the
+        // leaf ABI for AttentionArgs; `args` was checked against the
+        // buffers, which outlive the call; `placed` stays mapped.
+        unsafe {
+            let f: unsafe extern "win64" fn(*const AttentionArgs) =
+                std::mem::transmute(placed.as_ptr());
+            f(&args);
+        }
+        assert_eq!(first_difference(&want, &got), None, "{}", twin.name());
     }
 }
