@@ -12,9 +12,9 @@
 //! `-inf` (the shift rule), all-equal scores, subnormals, and inf, NaN and
 //! `-0` in Q, K and V. Every pair of (`lk`, `lq`) values appears; the
 //! product with causal, groups and data kinds is covered, not complete
-//! (each spec is a handful of keys and rows so the whole list runs in a
-//! few seconds natively; the one spec with 64 rows of 4096 keys is left
-//! out under qemu). Running the list on the test suite's four head
+//! (the whole list runs in about a second per body natively; under qemu
+//! the three largest specs, 512×64, 4096×7 and 4096×64, are left out and
+//! every value of each axis still appears). Running the list on the test suite's four head
 //! dimensions × two K/V types covers those axes too.
 //!
 //! Library code, not a test helper: the planner validates twins through
@@ -126,10 +126,14 @@ pub fn specs() -> Vec<Spec> {
         spec(512, 1, true, 511, 9, 3, TokenMajor, Large),
         spec(512, 7, true, 505, 4, 2, HeadMajor, Random),
         spec(512, 7, false, 0, 1, 1, HeadMajor, NegInf),
-        spec(512, 64, false, 0, 1, 1, HeadMajor, Equal),
         spec(4096, 1, false, 0, 3, 1, HeadMajor, Random),
-        spec(4096, 7, true, 4089, 2, 1, TokenMajor, Large),
     ];
+    if cfg!(not(target_arch = "aarch64")) {
+        // Cheap natively, tens of seconds under qemu; every axis value
+        // still appears without them.
+        v.push(spec(512, 64, false, 0, 1, 1, HeadMajor, Equal));
+        v.push(spec(4096, 7, true, 4089, 2, 1, TokenMajor, Large));
+    }
     // A member view that starts and ends inside the call.
     let mut part = spec(40, 64, true, 0, 2, 1, HeadMajor, Random);
     part.units_8ths = (3, 6);
@@ -138,7 +142,6 @@ pub fn specs() -> Vec<Spec> {
     part.units_8ths = (2, 7);
     v.push(part);
     if cfg!(not(target_arch = "aarch64")) {
-        // 64 rows × 4096 keys: cheap natively, minutes under qemu.
         v.push(spec(4096, 64, true, 4032, 1, 1, HeadMajor, Random));
     }
     v
