@@ -229,13 +229,39 @@ fn peak_kernel(host: &Host) -> Result<(Kernel<PeakArgs>, f64), String> {
     let mut e = Emitter::new(Abi::host()).map_err(err)?;
     let mut clobbers = Clobbers::none();
     let zs = [
-        zmm::zmm0, zmm::zmm1, zmm::zmm2, zmm::zmm3, zmm::zmm4, zmm::zmm5, zmm::zmm6, zmm::zmm7,
-        zmm::zmm8, zmm::zmm9, zmm::zmm10, zmm::zmm11, zmm::zmm12, zmm::zmm13, zmm::zmm14,
+        zmm::zmm0,
+        zmm::zmm1,
+        zmm::zmm2,
+        zmm::zmm3,
+        zmm::zmm4,
+        zmm::zmm5,
+        zmm::zmm6,
+        zmm::zmm7,
+        zmm::zmm8,
+        zmm::zmm9,
+        zmm::zmm10,
+        zmm::zmm11,
+        zmm::zmm12,
+        zmm::zmm13,
+        zmm::zmm14,
         zmm::zmm15,
     ];
     let ys = [
-        ymm::ymm0, ymm::ymm1, ymm::ymm2, ymm::ymm3, ymm::ymm4, ymm::ymm5, ymm::ymm6, ymm::ymm7,
-        ymm::ymm8, ymm::ymm9, ymm::ymm10, ymm::ymm11, ymm::ymm12, ymm::ymm13, ymm::ymm14,
+        ymm::ymm0,
+        ymm::ymm1,
+        ymm::ymm2,
+        ymm::ymm3,
+        ymm::ymm4,
+        ymm::ymm5,
+        ymm::ymm6,
+        ymm::ymm7,
+        ymm::ymm8,
+        ymm::ymm9,
+        ymm::ymm10,
+        ymm::ymm11,
+        ymm::ymm12,
+        ymm::ymm13,
+        ymm::ymm14,
         ymm::ymm15,
     ];
     for z in zs {
@@ -299,7 +325,11 @@ impl Operands {
         let q = vec(layout.q_len(&shape).unwrap_or(0));
         let k32 = vec(layout.k_len(&shape).unwrap_or(0));
         let v32 = vec(layout.v_len(&shape).unwrap_or(0));
-        let h = |x: &[f32]| x.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
+        let h = |x: &[f32]| {
+            x.iter()
+                .map(|v| half::f16::from_f32(*v).to_bits())
+                .collect()
+        };
         let (k16, v16) = (h(&k32), h(&v32));
         Self {
             shape,
@@ -373,7 +403,15 @@ fn call(
             .run(&ops.shape, &ops.layout, &ops.q, ops.k(), ops.v(), o)
             .map_err(|e| e.to_string())?,
         Runner::Chain(ch) => ch
-            .run(&ops.shape, &ops.layout, &ops.q, ops.k(), ops.v(), o, scratch)
+            .run(
+                &ops.shape,
+                &ops.layout,
+                &ops.q,
+                ops.k(),
+                ops.v(),
+                o,
+                scratch,
+            )
             .map_err(|e| e.to_string())?,
         Runner::Stream => {
             black_box(stream_sum(black_box(ops.kv_bytes())));
@@ -507,8 +545,14 @@ fn print_table(m: &Measured) {
     let chain = m.best(Kind::Chain).unwrap_or(f64::NAN);
     for r in &m.results {
         let (gflops, gbs) = match r.kind {
-            Kind::Peak => (format!("{:.1}", m.peak_flops / r.median / 1e9), "-".to_owned()),
-            Kind::Stream => ("-".to_owned(), format!("{:.1}", m.kv_bytes / r.median / 1e9)),
+            Kind::Peak => (
+                format!("{:.1}", m.peak_flops / r.median / 1e9),
+                "-".to_owned(),
+            ),
+            Kind::Stream => (
+                "-".to_owned(),
+                format!("{:.1}", m.kv_bytes / r.median / 1e9),
+            ),
             _ => (
                 format!("{:.1}", m.flops / r.median / 1e9),
                 format!("{:.1}", m.kv_bytes / r.median / 1e9),
@@ -538,7 +582,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match args {
         [name] if name == "attention" => {}
         [name, extra, ..] if name == "attention" => {
-            return Err(format!("bench attention takes no arguments (got `{extra}`)"))
+            return Err(format!(
+                "bench attention takes no arguments (got `{extra}`)"
+            ))
         }
         _ => return Err(format!("bench attention: unexpected arguments {args:?}")),
     }
@@ -634,7 +680,14 @@ mod tests {
     #[test]
     fn summary_without_twins_is_absent() {
         let all = vec![
-            measured(true, vec![row(Kind::Arm, 3.0), row(Kind::Chain, 8.0), row(Kind::Peak, 1.0)]),
+            measured(
+                true,
+                vec![
+                    row(Kind::Arm, 3.0),
+                    row(Kind::Chain, 8.0),
+                    row(Kind::Peak, 1.0),
+                ],
+            ),
             measured(false, vec![row(Kind::Arm, 2.0), row(Kind::Stream, 1.0)]),
         ];
         let s = summarize(&all);
@@ -670,8 +723,13 @@ mod tests {
         assert_eq!((p.shape.lq, p.shape.lk, p.shape.d), (1024, 1024, 64));
         assert!(p.shape.causal);
         for x in s.iter().filter(|x| !x.prefill) {
-            assert_eq!((x.shape.lq, x.shape.d, x.shape.q_offset), (1, 64, x.shape.lk - 1));
+            assert_eq!(
+                (x.shape.lq, x.shape.d, x.shape.q_offset),
+                (1, 64, x.shape.lk - 1)
+            );
         }
-        assert!(s.iter().any(|x| x.shape.heads == 9 && x.shape.kv_heads == 3));
+        assert!(s
+            .iter()
+            .any(|x| x.shape.heads == 9 && x.shape.kv_heads == 3));
     }
 }

@@ -13,10 +13,7 @@ use weft_kernels::attention::{AttentionShape, KvSlice, KvType, Layout};
 /// The candidates this host runs for `d` and `kv`: the arm, then twins.
 fn candidates(d: usize, kv: KvType) -> Vec<(String, AttentionKernel)> {
     let host = Host::detect();
-    let mut v = vec![(
-        "arm".to_owned(),
-        AttentionKernel::arm(d, kv).expect("arm"),
-    )];
+    let mut v = vec![("arm".to_owned(), AttentionKernel::arm(d, kv).expect("arm"))];
     let offer = offer_for(&body_site(d, kv));
     let twins: Vec<Box<dyn Twin>> = vec![
         Box::new(TWINS[0]),
@@ -52,7 +49,11 @@ fn decode_against_a_growing_kv_cache_matches_the_reference_at_every_step() {
     let mut rng = weft_validate::SplitMix64::new(99);
     let mut k = vec![0u16; kv_heads * capacity * d];
     let mut v = vec![0u16; kv_heads * capacity * d];
-    let steps = if cfg!(target_arch = "aarch64") { 20 } else { capacity };
+    let steps = if cfg!(target_arch = "aarch64") {
+        20
+    } else {
+        capacity
+    };
     for lk in 1..=steps {
         // Append position lk - 1 of every KV head.
         for g in 0..kv_heads {
@@ -96,7 +97,14 @@ fn decode_against_a_growing_kv_cache_matches_the_reference_at_every_step() {
         for (name, kernel) in &cands {
             let mut got = vec![0.0f32; heads * d];
             kernel
-                .run(&shape, &layout, &q, KvSlice::F16(&k), KvSlice::F16(&v), &mut got)
+                .run(
+                    &shape,
+                    &layout,
+                    &q,
+                    KvSlice::F16(&k),
+                    KvSlice::F16(&v),
+                    &mut got,
+                )
                 .expect("run");
             assert!(same(&want, &got), "{name} at lk {lk}");
         }
@@ -107,10 +115,7 @@ fn decode_against_a_growing_kv_cache_matches_the_reference_at_every_step() {
 fn listings_are_snapshotted() {
     let offer = offer_for(&body_site(32, KvType::F32));
     for t in TWINS {
-        let code = t
-            .with_abi(weft_x64::Abi::SysV)
-            .emit(&offer)
-            .expect("emits");
+        let code = t.with_abi(weft_x64::Abi::SysV).emit(&offer).expect("emits");
         insta::assert_snapshot!(t.name().replace('.', "_"), code.listing);
     }
     let code = AttentionNeon.emit(&offer).expect("emits");

@@ -21,9 +21,7 @@
 
 use std::fmt::Write as _;
 
-use weft_a64::{
-    decode, mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP,
-};
+use weft_a64::{decode, mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
 use super::arm::ARM_NAME;
@@ -71,7 +69,7 @@ type R = Result<(), EncodeError>;
 impl AttentionNeon {
     /// The body for head dimension `d` and `kv`.
     pub fn body(&self, d: usize, kv: KvType) -> Result<NativeCode, Refusal> {
-        if d == 0 || d % 16 != 0 || d > MAX_TWIN_D {
+        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D {
             return Err(Refusal::UnsupportedGeometry {
                 reason: format!(
                     "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D}, not {d}",
@@ -200,10 +198,18 @@ fn body(a: &mut Assembler, d: usize, kv: KvType, pool: weft_a64::Label) -> R {
     // Prologue.
     a.sub(SP, SP, FRAME)?;
     for k in 0..5u8 {
-        a.stp(x(19 + 2 * k), x(20 + 2 * k), mem(SP).off(FR_X + 16 * i64::from(k)))?;
+        a.stp(
+            x(19 + 2 * k),
+            x(20 + 2 * k),
+            mem(SP).off(FR_X + 16 * i64::from(k)),
+        )?;
     }
     for k in 0..4u8 {
-        a.stp(weft_a64::d(8 + 2 * k), weft_a64::d(9 + 2 * k), mem(SP).off(FR_D + 16 * i64::from(k)))?;
+        a.stp(
+            weft_a64::d(8 + 2 * k),
+            weft_a64::d(9 + 2 * k),
+            mem(SP).off(FR_D + 16 * i64::from(k)),
+        )?;
     }
     let (unit_loop, row_loop, unit_next, done) =
         (a.new_label(), a.new_label(), a.new_label(), a.new_label());
@@ -314,10 +320,18 @@ fn body(a: &mut Assembler, d: usize, kv: KvType, pool: weft_a64::Label) -> R {
 
     a.bind(done)?;
     for k in 0..5u8 {
-        a.ldp(x(19 + 2 * k), x(20 + 2 * k), mem(SP).off(FR_X + 16 * i64::from(k)))?;
+        a.ldp(
+            x(19 + 2 * k),
+            x(20 + 2 * k),
+            mem(SP).off(FR_X + 16 * i64::from(k)),
+        )?;
     }
     for k in 0..4u8 {
-        a.ldp(weft_a64::d(8 + 2 * k), weft_a64::d(9 + 2 * k), mem(SP).off(FR_D + 16 * i64::from(k)))?;
+        a.ldp(
+            weft_a64::d(8 + 2 * k),
+            weft_a64::d(9 + 2 * k),
+            mem(SP).off(FR_D + 16 * i64::from(k)),
+        )?;
     }
     a.add(SP, SP, FRAME)?;
     a.ret()
@@ -519,12 +533,19 @@ mod tests {
     #[test]
     fn neon_twin_emits_on_any_host_and_every_code_word_decodes() {
         // Three bodies: the listing decodes every word, slow under qemu.
-        for (d, kv) in [(16, KvType::F32), (80, KvType::F16), (MAX_TWIN_D, KvType::F32)] {
+        for (d, kv) in [
+            (16, KvType::F32),
+            (80, KvType::F16),
+            (MAX_TWIN_D, KvType::F32),
+        ] {
             {
                 let code = AttentionNeon.body(d, kv).expect("emits");
                 assert_eq!(code.isa, Isa::Aarch64);
                 assert!(
-                    !code.listing.lines().any(|l| l.contains(".word") && !l.contains("pool")),
+                    !code
+                        .listing
+                        .lines()
+                        .any(|l| l.contains(".word") && !l.contains("pool")),
                     "d {d} {kv:?}: an undecodable word"
                 );
             }

@@ -70,7 +70,10 @@ impl F32Ops for ClifF32<'_, '_> {
     fn pow2(&mut self, t: Value) -> Value {
         let bits = self.b.ins().bitcast(types::I32X4, le(), t);
         let sh = self.b.ins().ishl_imm_u(bits, 23);
-        let one = self.b.ins().iconst(types::I32, i64::from(exp_consts::ONE_BITS));
+        let one = self
+            .b
+            .ins()
+            .iconst(types::I32, i64::from(exp_consts::ONE_BITS));
         let one = self.b.ins().splat(types::I32X4, one);
         let s = self.b.ins().iadd(sh, one);
         self.b.ins().bitcast(types::F32X4, le(), s)

@@ -2,7 +2,7 @@
 //! plan may run one after another (families `attention.scores`,
 //! `attention.scale`, `attention.rowmax`, `attention.exp`,
 //! `attention.rowsum`, `attention.normalise`, `attention.pv`), each with
-//! its scalar reference in [`reference`](super::reference) (`chain_*`).
+//! its scalar reference in [`super::reference`] (`chain_*`).
 //!
 //! Every stage takes [`ChainArgs`]: the fused arguments (same offsets,
 //! same units) plus the score matrix `S` (row `r = h·lq + i`, `s_row`
@@ -32,9 +32,7 @@
 use std::sync::Arc;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{
-    types, Function, InstBuilder, StackSlotData, StackSlotKind, Value,
-};
+use cranelift_codegen::ir::{types, Function, InstBuilder, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
     ArithmeticContract, Checked, Contract, Family, FamilyEntry, FmaUse, Host, Isa, Kernel,
@@ -47,9 +45,7 @@ use crate::arm_build::{build_native, host_isa};
 
 use super::arm::{data_flags, dot, fold16, load4, load_args, unit_rows, visible, ArgVals, ClifF32};
 use super::reference::{self, Scores};
-use super::{
-    AttentionArgs, AttentionShape, KvSlice, KvType, Layout, SiteShape, BLOCK,
-};
+use super::{AttentionArgs, AttentionShape, KvSlice, KvType, Layout, SiteShape, BLOCK};
 
 /// The name of the chain's argument struct in contracts.
 pub const ARGS_NAME: &str = "ChainArgs";
@@ -387,6 +383,9 @@ fn map_row(
     });
 }
 
+// The row's context, the stage and the loaded arguments are what a stage
+// body is; bundling them would only rename the parameters.
+#[allow(clippy::too_many_arguments)]
 fn row_body(
     b: &mut FunctionBuilder<'_>,
     ptr: types::Type,

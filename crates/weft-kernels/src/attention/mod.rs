@@ -299,7 +299,9 @@ impl AttentionShape {
         check_d(self.d as u64)?;
         check_heads(self.heads as u64, self.kv_heads as u64)?;
         if self.lk == 0 {
-            return Err(unsupported("lk is 0: attention needs at least one key".into()));
+            return Err(unsupported(
+                "lk is 0: attention needs at least one key".into(),
+            ));
         }
         if self.lq == 0 {
             return Err(unsupported("lq is 0".into()));
@@ -330,7 +332,8 @@ impl AttentionShape {
     /// Keys row `i` sees (`n_i` of the contract).
     pub fn keys(&self, i: usize) -> usize {
         if self.causal {
-            self.lk.min(self.q_offset.saturating_add(i).saturating_add(1))
+            self.lk
+                .min(self.q_offset.saturating_add(i).saturating_add(1))
         } else {
             self.lk
         }
@@ -454,8 +457,7 @@ impl Layout {
                         .and_then(|x| x.checked_add(d))
                         .is_some_and(|span| outer >= span))
         };
-        fits(self.o_row, s.lq, self.o_head, s.heads)
-            || fits(self.o_head, s.heads, self.o_row, s.lq)
+        fits(self.o_row, s.lq, self.o_head, s.heads) || fits(self.o_head, s.heads, self.o_row, s.lq)
     }
 }
 
@@ -633,9 +635,8 @@ impl AttentionArgs {
         need("k", layout.k_len(shape), k.len())?;
         need("v", layout.v_len(shape), v.len())?;
         need("o", layout.o_len(shape), o.len())?;
-        // Byte offsets must fit in isize for the bodies' address arithmetic
-        // (slices guarantee it for in-bounds extents; this bounds products
-        // of strides the bodies form before adding).
+        // Every offset a body forms for a named element lies inside a
+        // slice checked here, so no byte offset overflows isize.
         if !layout.o_rows_disjoint(shape) {
             return Err(bad(
                 "o",
@@ -742,7 +743,9 @@ impl SiteShape {
         let kv_heads = g.require("kv_heads")?;
         check_heads(heads, kv_heads)?;
         if lk == 0 {
-            return Err(unsupported("lk is 0: attention needs at least one key".into()));
+            return Err(unsupported(
+                "lk is 0: attention needs at least one key".into(),
+            ));
         }
         if lq == 0 {
             return Err(unsupported("lq is 0".into()));
@@ -784,7 +787,8 @@ impl SiteShape {
 
     /// Member-view units at this site.
     pub fn units(&self) -> u64 {
-        self.heads.saturating_mul(self.lq.div_ceil(ROW_BLOCK as u64))
+        self.heads
+            .saturating_mul(self.lq.div_ceil(ROW_BLOCK as u64))
     }
 
     /// Visible (row, key) pairs per head.

@@ -135,10 +135,14 @@ struct PairView<'a> {
 
 impl PairView<'_> {
     fn key(&self, j: usize, c: usize) -> f32 {
-        self.k.get(self.k_base + j * self.k_pos + c).unwrap_or(f32::NAN)
+        self.k
+            .get(self.k_base + j * self.k_pos + c)
+            .unwrap_or(f32::NAN)
     }
     fn value(&self, j: usize, c: usize) -> f32 {
-        self.v.get(self.v_base + j * self.v_pos + c).unwrap_or(f32::NAN)
+        self.v
+            .get(self.v_base + j * self.v_pos + c)
+            .unwrap_or(f32::NAN)
     }
 }
 
@@ -375,7 +379,9 @@ pub fn chain(
 /// f32 scores `s` (already scaled): `(Σ e^{s_j - M} v_j, Σ e^{s_j - M} |v_j|) / Σ e^{s_j - M}`.
 /// The second value scales error bounds.
 pub fn exact_f64(s: &[f32], v: impl Fn(usize) -> f32) -> (f64, f64) {
-    let mx = s.iter().fold(f64::NEG_INFINITY, |a, &x| a.max(f64::from(x)));
+    let mx = s
+        .iter()
+        .fold(f64::NEG_INFINITY, |a, &x| a.max(f64::from(x)));
     let mut num = 0.0f64;
     let mut abs = 0.0f64;
     let mut den = 0.0f64;

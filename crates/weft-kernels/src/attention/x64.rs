@@ -45,9 +45,9 @@
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    byte_ptr, dword_bcst, dword_ptr, k1, k2, k3, k4, qword_ptr, r10, r10d, r11, r12, r13, r14,
-    r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, xmmword_ptr, ymmword_ptr,
-    zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel, ecx, edx, eax,
+    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r10d, r11, r12,
+    r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, xmmword_ptr, ymmword_ptr,
+    zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel,
 };
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
@@ -71,7 +71,10 @@ pub struct AttentionX64 {
 }
 
 /// Every x64 twin.
-pub const TWINS: [AttentionX64; 2] = [AttentionX64::new(Tier::Avx2), AttentionX64::new(Tier::Avx512)];
+pub const TWINS: [AttentionX64; 2] = [
+    AttentionX64::new(Tier::Avx2),
+    AttentionX64::new(Tier::Avx512),
+];
 
 /// Most (head, row) pairs in one tile.
 pub const MAX_PAIRS: usize = 32;
@@ -106,7 +109,7 @@ impl AttentionX64 {
 
     /// The body for head dimension `d` and `kv`.
     pub fn body(&self, d: usize, kv: KvType) -> Result<weft_x64::Emitted, Refusal> {
-        if d == 0 || d % 16 != 0 || d > MAX_TWIN_D {
+        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D {
             return Err(Refusal::UnsupportedGeometry {
                 reason: format!(
                     "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D}, not {d}",
@@ -177,22 +180,90 @@ unsafe impl Twin for AttentionX64 {
 // ---------------------------------------------------------------- frame ---
 
 const ZMM: [AsmRegisterZmm; 32] = [
-    zmm::zmm0, zmm::zmm1, zmm::zmm2, zmm::zmm3, zmm::zmm4, zmm::zmm5, zmm::zmm6, zmm::zmm7,
-    zmm::zmm8, zmm::zmm9, zmm::zmm10, zmm::zmm11, zmm::zmm12, zmm::zmm13, zmm::zmm14, zmm::zmm15,
-    zmm::zmm16, zmm::zmm17, zmm::zmm18, zmm::zmm19, zmm::zmm20, zmm::zmm21, zmm::zmm22,
-    zmm::zmm23, zmm::zmm24, zmm::zmm25, zmm::zmm26, zmm::zmm27, zmm::zmm28, zmm::zmm29,
-    zmm::zmm30, zmm::zmm31,
+    zmm::zmm0,
+    zmm::zmm1,
+    zmm::zmm2,
+    zmm::zmm3,
+    zmm::zmm4,
+    zmm::zmm5,
+    zmm::zmm6,
+    zmm::zmm7,
+    zmm::zmm8,
+    zmm::zmm9,
+    zmm::zmm10,
+    zmm::zmm11,
+    zmm::zmm12,
+    zmm::zmm13,
+    zmm::zmm14,
+    zmm::zmm15,
+    zmm::zmm16,
+    zmm::zmm17,
+    zmm::zmm18,
+    zmm::zmm19,
+    zmm::zmm20,
+    zmm::zmm21,
+    zmm::zmm22,
+    zmm::zmm23,
+    zmm::zmm24,
+    zmm::zmm25,
+    zmm::zmm26,
+    zmm::zmm27,
+    zmm::zmm28,
+    zmm::zmm29,
+    zmm::zmm30,
+    zmm::zmm31,
 ];
 const YMM: [AsmRegisterYmm; 16] = [
-    ymm::ymm0, ymm::ymm1, ymm::ymm2, ymm::ymm3, ymm::ymm4, ymm::ymm5, ymm::ymm6, ymm::ymm7,
-    ymm::ymm8, ymm::ymm9, ymm::ymm10, ymm::ymm11, ymm::ymm12, ymm::ymm13, ymm::ymm14, ymm::ymm15,
+    ymm::ymm0,
+    ymm::ymm1,
+    ymm::ymm2,
+    ymm::ymm3,
+    ymm::ymm4,
+    ymm::ymm5,
+    ymm::ymm6,
+    ymm::ymm7,
+    ymm::ymm8,
+    ymm::ymm9,
+    ymm::ymm10,
+    ymm::ymm11,
+    ymm::ymm12,
+    ymm::ymm13,
+    ymm::ymm14,
+    ymm::ymm15,
 ];
 const XMM: [AsmRegisterXmm; 32] = [
-    xmm::xmm0, xmm::xmm1, xmm::xmm2, xmm::xmm3, xmm::xmm4, xmm::xmm5, xmm::xmm6, xmm::xmm7,
-    xmm::xmm8, xmm::xmm9, xmm::xmm10, xmm::xmm11, xmm::xmm12, xmm::xmm13, xmm::xmm14, xmm::xmm15,
-    xmm::xmm16, xmm::xmm17, xmm::xmm18, xmm::xmm19, xmm::xmm20, xmm::xmm21, xmm::xmm22,
-    xmm::xmm23, xmm::xmm24, xmm::xmm25, xmm::xmm26, xmm::xmm27, xmm::xmm28, xmm::xmm29,
-    xmm::xmm30, xmm::xmm31,
+    xmm::xmm0,
+    xmm::xmm1,
+    xmm::xmm2,
+    xmm::xmm3,
+    xmm::xmm4,
+    xmm::xmm5,
+    xmm::xmm6,
+    xmm::xmm7,
+    xmm::xmm8,
+    xmm::xmm9,
+    xmm::xmm10,
+    xmm::xmm11,
+    xmm::xmm12,
+    xmm::xmm13,
+    xmm::xmm14,
+    xmm::xmm15,
+    xmm::xmm16,
+    xmm::xmm17,
+    xmm::xmm18,
+    xmm::xmm19,
+    xmm::xmm20,
+    xmm::xmm21,
+    xmm::xmm22,
+    xmm::xmm23,
+    xmm::xmm24,
+    xmm::xmm25,
+    xmm::xmm26,
+    xmm::xmm27,
+    xmm::xmm28,
+    xmm::xmm29,
+    xmm::xmm30,
+    xmm::xmm31,
 ];
 
 /// Constant slots (32 bytes each: eight copies, or the first dword for
@@ -216,11 +287,17 @@ mod c {
 
 // Frame offsets from the 64-byte aligned rsp.
 const FR_CONST: i32 = 0;
-const FR_P: i32 = 1024;
-const FR_KPTR: i32 = FR_P + 64;
+/// Lane-index vectors for `vpermps` broadcasts of `p_k` (AVX-512: 16
+/// zmm of `k`; AVX2: 8 ymm of `k`). Broadcasting from registers, not
+/// from a store of `p`: a 4-byte load from a vector store just made does
+/// not forward and stalls (measured: 3× slower blocks).
+const FR_IDX: i32 = 1024;
+const FR_KPTR: i32 = FR_IDX + 1024;
 const FR_VPTR: i32 = FR_KPTR + 128;
-const FR_LOCAL: i32 = FR_VPTR + 128;
-const FR_PAIRS: i32 = 1536;
+/// p and α of the first pair of a two-pair step (AVX-512).
+const FR_SAVE: i32 = FR_VPTR + 128;
+const FR_LOCAL: i32 = FR_SAVE + 128;
+const FR_PAIRS: i32 = FR_LOCAL + 128;
 const FR_STATE: i32 = FR_PAIRS + 32 * MAX_PAIRS as i32;
 const FR_KV: i32 = FR_STATE + 128 * MAX_PAIRS as i32;
 
@@ -332,6 +409,12 @@ fn constants(e: &mut Emitter) -> R {
         }
         e.broadcast_i32(ymm::ymm0, *v as i32)?;
         e.asm().vmovaps(ymmword_ptr(rsp + cslot(i)), ymm::ymm0)?;
+    }
+    for k in 0..16 {
+        e.broadcast_i32(ymm::ymm0, k)?;
+        let a = e.asm();
+        a.vmovaps(ymmword_ptr(rsp + FR_IDX + 64 * k), ymm::ymm0)?;
+        a.vmovaps(ymmword_ptr(rsp + FR_IDX + 64 * k + 32), ymm::ymm0)?;
     }
     let a = e.asm();
     a.vbroadcastss(ymm::ymm0, dword_ptr(rdi + offsets::SCALE))?;
@@ -490,14 +573,30 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rsi, rbx)?;
     a.shl(rsi, 7)?;
     a.lea(rsi, rsp + rsi + FR_STATE)?;
-    a.vmovaps(ymmword_ptr(rsi), ymm::ymm0)?;
-    a.vmovaps(ymmword_ptr(rsi + 32), ymm::ymm0)?;
+    // Zeros in the widths the blocks load them with (a wide load from two
+    // narrower stores does not forward).
+    match b.tier {
+        Tier::Avx512 => a.vmovaps(zmmword_ptr(rsi), zmm::zmm0)?,
+        Tier::Avx2 => {
+            a.vmovaps(ymmword_ptr(rsi), ymm::ymm0)?;
+            a.vmovaps(ymmword_ptr(rsi + 32), ymm::ymm0)?;
+        }
+    }
     a.mov(dword_ptr(rsi + 64), f32::NEG_INFINITY.to_bits())?;
     a.mov(rsi, rbx)?;
     a.shl(rsi, 5)?;
     a.mov(rax, qword_ptr(rsp + rsi + FR_PAIRS + 8))?;
-    for m in 0..b.d / 8 {
-        a.vmovups(ymmword_ptr(rax + 32 * m as i32), ymm::ymm0)?;
+    match b.tier {
+        Tier::Avx512 => {
+            for m in 0..b.d / 16 {
+                a.vmovups(zmmword_ptr(rax + 64 * m as i32), zmm::zmm0)?;
+            }
+        }
+        Tier::Avx2 => {
+            for m in 0..b.d / 8 {
+                a.vmovups(ymmword_ptr(rax + 32 * m as i32), ymm::ymm0)?;
+            }
+        }
     }
     a.inc(rbx)?;
     a.jmp(init_loop)?;
@@ -523,6 +622,10 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rsi, rbx)?;
     a.shl(rsi, 5)?;
     a.lea(rsi, rsp + rsi + FR_PAIRS)?;
+    if b.tier == Tier::Avx512 {
+        two_pairs_512(e, b, pair_loop)?;
+    }
+    let a = e.asm();
     a.mov(rdx, qword_ptr(rsi + 16))?;
     a.sub(rdx, r14)?;
     a.jbe(pair_next)?;
@@ -708,20 +811,99 @@ fn exp_512(e: &mut Emitter, x: usize, t1: usize, t2: usize, t3: usize) -> R {
     Ok(())
 }
 
+/// When this pair and the next both have a full block: the scores and
+/// softmax of each, then both outputs' updates in one pass over the 16
+/// value rows (twice the independent FMA chains, for d = 64 eight), then
+/// back to `pair_loop`. Otherwise falls through to the one-pair block.
+fn two_pairs_512(e: &mut Emitter, b: &Body, pair_loop: CodeLabel) -> R {
+    let mut single = e.create_label();
+    let a = e.asm();
+    a.lea(rcx, rbx + 1)?;
+    a.cmp(rcx, loc(local::NPAIRS))?;
+    a.jae(single)?;
+    for rec in [0, 32] {
+        a.mov(rdx, qword_ptr(rsi + rec + 16))?;
+        a.sub(rdx, r14)?;
+        a.cmp(rdx, 16)?;
+        a.jl(single)?;
+    }
+    for (rec, save) in [(0, true), (32, false)] {
+        let a = e.asm();
+        a.mov(edx, 16)?;
+        a.mov(rax, qword_ptr(rsi + rec))?;
+        a.mov(r8, rbx)?;
+        a.shl(r8, 7)?;
+        a.lea(r8, rsp + r8 + FR_STATE + 4 * rec)?;
+        phase_a_512(e, b)?;
+        if save {
+            let a = e.asm();
+            a.vmovaps(zmmword_ptr(rsp + FR_SAVE), ZMM[8])?;
+            a.vmovaps(zmmword_ptr(rsp + FR_SAVE + 64), ZMM[29])?;
+        }
+    }
+    let nq = b.d / 16;
+    let (p0, a0, p1, a1) = (ZMM[30], ZMM[31], ZMM[28], ZMM[29]);
+    let o0 = |m: usize| ZMM[m];
+    let o1 = |m: usize| ZMM[8 + m];
+    let a = e.asm();
+    a.vmovaps(p1, ZMM[8])?;
+    a.vmovaps(p0, zmmword_ptr(rsp + FR_SAVE))?;
+    a.vmovaps(a0, zmmword_ptr(rsp + FR_SAVE + 64))?;
+    a.mov(r11, qword_ptr(rsi + 8))?;
+    a.mov(r13, qword_ptr(rsi + 40))?;
+    for m in 0..nq {
+        let at = 64 * m as i32;
+        a.vmovups(o0(m), zmmword_ptr(r11 + at))?;
+        a.vmulps(o0(m), o0(m), a0)?;
+        a.vmovups(o1(m), zmmword_ptr(r13 + at))?;
+        a.vmulps(o1(m), o1(m), a1)?;
+    }
+    for k in 0..16 {
+        let idx = ZMM[26 + k % 2];
+        let (pb0, pb1) = (ZMM[24], ZMM[25]);
+        a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        a.vpermps(pb0, idx, p0)?;
+        a.vpermps(pb1, idx, p1)?;
+        a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
+        for m in 0..nq {
+            let v = zmmword_ptr(r9 + 64 * m as i32);
+            a.vfmadd231ps(o0(m), pb0, v)?;
+            a.vfmadd231ps(o1(m), pb1, v)?;
+        }
+    }
+    for m in 0..nq {
+        let at = 64 * m as i32;
+        a.vmovups(zmmword_ptr(r11 + at), o0(m))?;
+        a.vmovups(zmmword_ptr(r13 + at), o1(m))?;
+    }
+    a.add(rbx, 2)?;
+    a.jmp(pair_loop)?;
+    e.set_label(&mut single)
+}
+
+/// One pair's block: scores and softmax, then its output update.
 fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
+    phase_a_512(e, b)?;
+    phase_b_512(e, b)
+}
+
+/// Scores, fold, mask, maximum, `α` (zmm29), `p` (zmm8) and the `l`
+/// update of the pair at `rax` (q row), `r8` (state), `rdx` (nb).
+fn phase_a_512(e: &mut Emitter, b: &Body) -> R {
     let nq = b.d / 16;
     let acc = |s: usize| ZMM[8 + s];
     let a = e.asm();
     a.vbroadcastss(ZMM[31], dword_ptr(rsp + cslot(c::MAGIC)))?;
-    for m in 0..nq {
-        a.vmovups(ZMM[m], zmmword_ptr(rax + 64 * m as i32))?;
+    let q = &ZMM[..nq];
+    for (m, z) in q.iter().enumerate() {
+        a.vmovups(*z, zmmword_ptr(rax + 64 * m as i32))?;
     }
     // Scores: accumulator s ← key key_of_slot_512(s).
     for s in 0..16 {
         a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key_of_slot_512(s) as i32))?;
         a.vpxord(acc(s), acc(s), acc(s))?;
-        for m in 0..nq {
-            a.vfmadd231ps(acc(s), ZMM[m], zmmword_ptr(r9 + 64 * m as i32))?;
+        for (m, z) in q.iter().enumerate() {
+            a.vfmadd231ps(acc(s), *z, zmmword_ptr(r9 + 64 * m as i32))?;
         }
     }
     // Fold, level 1: lanes i + i+8 (256-bit halves of a and b side by side).
@@ -781,11 +963,19 @@ fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
     exp_512(e, 29, 24, 25, 30)?;
     exp_512(e, 8, 24, 25, 30)?;
     let a = e.asm();
-    // l = l·alpha + p; p to the stack for the broadcasts.
+    // l = l·alpha + p.
     a.vmovaps(t0, zmmword_ptr(r8))?;
     a.vfmadd213ps(t0, alpha, s)?;
     a.vmovaps(zmmword_ptr(r8), t0)?;
-    a.vmovaps(zmmword_ptr(rsp + FR_P), s)?;
+    Ok(())
+}
+
+/// `o = o·α`, then one fma per present key (`rdx` of them) into the row
+/// at `r11`; `p` in zmm8, `α` in zmm29.
+fn phase_b_512(e: &mut Emitter, b: &Body) -> R {
+    let nq = b.d / 16;
+    let (s, alpha) = (ZMM[8], ZMM[29]);
+    let a = e.asm();
     // o = o·alpha, then one fma per present key.
     let o = |m: usize| ZMM[m];
     for m in 0..nq {
@@ -799,8 +989,9 @@ fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
     a.cmp(rdx, 16)?;
     a.jne(partial)?;
     for k in 0..16 {
-        let pb = ZMM[24 + k % 2];
-        a.vbroadcastss(pb, dword_ptr(rsp + FR_P + 4 * k))?;
+        let (pb, idx) = (ZMM[24 + k % 2], ZMM[26 + k % 2]);
+        a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        a.vpermps(pb, idx, s)?;
         a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
         for m in 0..nq {
             a.vfmadd231ps(o(m), pb, zmmword_ptr(r9 + 64 * m as i32))?;
@@ -808,14 +999,18 @@ fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
     }
     a.jmp(stored)?;
     e.set_label(&mut partial)?;
-    e.asm().xor(r10d, r10d)?;
+    let a = e.asm();
+    a.xor(r10d, r10d)?;
+    a.lea(r12, rsp + FR_IDX)?;
     e.set_label(&mut top)?;
     let a = e.asm();
-    a.vbroadcastss(ZMM[24], dword_ptr(rsp + r10 * 4 + FR_P))?;
+    a.vmovaps(ZMM[26], zmmword_ptr(r12))?;
+    a.vpermps(ZMM[24], ZMM[26], s)?;
     a.mov(r9, qword_ptr(rsp + r10 * 8 + FR_VPTR))?;
     for m in 0..nq {
         a.vfmadd231ps(o(m), ZMM[24], zmmword_ptr(r9 + 64 * m as i32))?;
     }
+    a.add(r12, 64)?;
     a.inc(r10)?;
     a.cmp(r10, rdx)?;
     a.jb(top)?;
@@ -864,10 +1059,13 @@ fn pair_block_256(e: &mut Emitter, b: &Body, next: CodeLabel) -> R {
     for half in 0..2 {
         for (grp, keys) in GROUP_KEYS_256.iter().enumerate() {
             for (j, key) in keys.iter().enumerate() {
-                a.mov(ptrs[j], qword_ptr(rsp + FR_KPTR + 8 * (8 * half + key) as i32))?;
+                a.mov(
+                    ptrs[j],
+                    qword_ptr(rsp + FR_KPTR + 8 * (8 * half + key) as i32),
+                )?;
             }
-            for r in 0..8 {
-                a.vxorps(YMM[r], YMM[r], YMM[r])?;
+            for y in &YMM[..8] {
+                a.vxorps(*y, *y, *y)?;
             }
             for m in 0..nq {
                 let at = 32 * m as i32;
@@ -927,7 +1125,6 @@ fn pair_block_256(e: &mut Emitter, b: &Body, next: CodeLabel) -> R {
         a.vmovaps(YMM[0], ymmword_ptr(r8 + at))?;
         a.vfmadd213ps(YMM[0], YMM[10], YMM[*s])?;
         a.vmovaps(ymmword_ptr(r8 + at), YMM[0])?;
-        a.vmovaps(ymmword_ptr(rsp + FR_P + at), YMM[*s])?;
     }
     // o = o·alpha, then one fma per present key, eight chunks at a time.
     let mut partial = e.create_label();
@@ -941,8 +1138,9 @@ fn pair_block_256(e: &mut Emitter, b: &Body, next: CodeLabel) -> R {
             a.vmulps(YMM[m - grp], YMM[m - grp], YMM[10])?;
         }
         for k in 0..16 {
-            let pb = YMM[8 + k % 2];
-            a.vbroadcastss(pb, dword_ptr(rsp + FR_P + 4 * k))?;
+            let (pb, idx) = (YMM[8 + k % 2], YMM[11 + k % 2]);
+            a.vmovaps(idx, ymmword_ptr(rsp + FR_IDX + 64 * (k % 8)))?;
+            a.vpermps(pb, idx, YMM[s0 + k / 8])?;
             a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
             for m in chunks.clone() {
                 a.vfmadd231ps(YMM[m - grp], pb, ymmword_ptr(r9 + 32 * m as i32))?;
@@ -962,14 +1160,26 @@ fn pair_block_256(e: &mut Emitter, b: &Body, next: CodeLabel) -> R {
             a.vmovups(YMM[m - grp], ymmword_ptr(r11 + 32 * m as i32))?;
             a.vmulps(YMM[m - grp], YMM[m - grp], YMM[10])?;
         }
+        // Keys 0..8 broadcast from p's low half, 8..16 from its high half.
         a.xor(r10d, r10d)?;
+        a.lea(r12, rsp + FR_IDX)?;
+        a.vmovaps(YMM[15], YMM[s0])?;
         e.set_label(&mut top)?;
+        let mut low = e.create_label();
         let a = e.asm();
-        a.vbroadcastss(YMM[8], dword_ptr(rsp + r10 * 4 + FR_P))?;
+        a.cmp(r10, 8)?;
+        a.jne(low)?;
+        a.vmovaps(YMM[15], YMM[s1])?;
+        a.lea(r12, rsp + FR_IDX)?;
+        e.set_label(&mut low)?;
+        let a = e.asm();
+        a.vmovaps(YMM[11], ymmword_ptr(r12))?;
+        a.vpermps(YMM[8], YMM[11], YMM[15])?;
         a.mov(r9, qword_ptr(rsp + r10 * 8 + FR_VPTR))?;
         for m in chunks.clone() {
             a.vfmadd231ps(YMM[m - grp], YMM[8], ymmword_ptr(r9 + 32 * m as i32))?;
         }
+        a.add(r12, 64)?;
         a.inc(r10)?;
         a.cmp(r10, rdx)?;
         a.jb(top)?;
@@ -1019,18 +1229,28 @@ mod tests {
     #[test]
     fn avx2_twin_needs_no_avx512_and_the_avx512_twin_no_vnni() {
         use weft_x64::iced_x86::CpuidFeature;
-        let avx2 = AttentionX64::new(Tier::Avx2).body(64, KvType::F16).expect("avx2");
+        let avx2 = AttentionX64::new(Tier::Avx2)
+            .body(64, KvType::F16)
+            .expect("avx2");
         for f in avx2.cpuid_features() {
             assert!(
                 !matches!(f, CpuidFeature::AVX512F | CpuidFeature::AVX512VL),
                 "{f:?}"
             );
         }
-        let avx512 = AttentionX64::new(Tier::Avx512).body(64, KvType::F16).expect("avx512");
+        let avx512 = AttentionX64::new(Tier::Avx512)
+            .body(64, KvType::F16)
+            .expect("avx512");
         assert!(avx512.cpuid_features().contains(&CpuidFeature::AVX512F));
         for f in avx512.cpuid_features() {
             assert!(
-                !matches!(f, CpuidFeature::AVX512_VNNI | CpuidFeature::AVX_VNNI | CpuidFeature::AVX512DQ | CpuidFeature::AVX512BW),
+                !matches!(
+                    f,
+                    CpuidFeature::AVX512_VNNI
+                        | CpuidFeature::AVX_VNNI
+                        | CpuidFeature::AVX512DQ
+                        | CpuidFeature::AVX512BW
+                ),
                 "{f:?}"
             );
         }
