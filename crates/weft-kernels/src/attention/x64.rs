@@ -827,21 +827,35 @@ fn two_pairs_512(e: &mut Emitter, b: &Body, pair_loop: CodeLabel) -> R {
         a.cmp(rdx, 16)?;
         a.jl(single)?;
     }
+    let nq = b.d / 16;
+    if nq <= 4 {
+        // Both q rows in registers, each K chunk loaded once for both.
+        let a = e.asm();
+        a.mov(rax, qword_ptr(rsi))?;
+        a.mov(r10, qword_ptr(rsi + 32))?;
+        qk_fold2_512(e, b)?;
+    }
     for (rec, save) in [(0, true), (32, false)] {
         let a = e.asm();
         a.mov(edx, 16)?;
-        a.mov(rax, qword_ptr(rsi + rec))?;
         a.mov(r8, rbx)?;
         a.shl(r8, 7)?;
         a.lea(r8, rsp + r8 + FR_STATE + 4 * rec)?;
-        phase_a_512(e, b)?;
+        if nq <= 4 {
+            if !save {
+                a.vmovaps(ZMM[8], ZMM[16])?;
+            }
+        } else {
+            a.mov(rax, qword_ptr(rsi + rec))?;
+            qk_fold_512(e, b)?;
+        }
+        softmax_512(e)?;
         if save {
             let a = e.asm();
             a.vmovaps(zmmword_ptr(rsp + FR_SAVE), ZMM[8])?;
             a.vmovaps(zmmword_ptr(rsp + FR_SAVE + 64), ZMM[29])?;
         }
     }
-    let nq = b.d / 16;
     let (p0, a0, p1, a1) = (ZMM[30], ZMM[31], ZMM[28], ZMM[29]);
     let o0 = |m: usize| ZMM[m];
     let o1 = |m: usize| ZMM[8 + m];
@@ -866,9 +880,10 @@ fn two_pairs_512(e: &mut Emitter, b: &Body, pair_loop: CodeLabel) -> R {
         a.vpermps(pb1, idx, p1)?;
         a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
         for m in 0..nq {
-            let v = zmmword_ptr(r9 + 64 * m as i32);
-            a.vfmadd231ps(o0(m), pb0, v)?;
-            a.vfmadd231ps(o1(m), pb1, v)?;
+            let vc = ZMM[16 + m % 2];
+            a.vmovups(vc, zmmword_ptr(r9 + 64 * m as i32))?;
+            a.vfmadd231ps(o0(m), pb0, vc)?;
+            a.vfmadd231ps(o1(m), pb1, vc)?;
         }
     }
     for m in 0..nq {
@@ -881,6 +896,65 @@ fn two_pairs_512(e: &mut Emitter, b: &Body, pair_loop: CodeLabel) -> R {
     e.set_label(&mut single)
 }
 
+/// Scores of two pairs at once (`d ≤ 64`): q rows at `rax` and `r10` in
+/// zmm0–3 and zmm4–7, each K chunk loaded once into a register for both,
+/// eight keys at a time (16 accumulators); each half is folded to its
+/// level-3 vector, the halves combined by level 4. Scores of the first
+/// pair in zmm8, of the second in zmm16.
+fn qk_fold2_512(e: &mut Emitter, b: &Body) -> R {
+    let nq = b.d / 16;
+    let (t0, t1) = (ZMM[26], ZMM[27]);
+    // acc(p, j): pair p, slot j of the half.
+    let acc = |p: usize, j: usize| ZMM[8 + 8 * p + j];
+    let a = e.asm();
+    for m in 0..nq {
+        a.vmovups(ZMM[m], zmmword_ptr(rax + 64 * m as i32))?;
+        a.vmovups(ZMM[4 + m], zmmword_ptr(r10 + 64 * m as i32))?;
+    }
+    for half in 0..2 {
+        for j in 0..8 {
+            let key = key_of_slot_512(8 * half + j);
+            a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
+            for p in 0..2 {
+                a.vpxord(acc(p, j), acc(p, j), acc(p, j))?;
+            }
+            for m in 0..nq {
+                let kc = ZMM[24 + m % 2];
+                a.vmovups(kc, zmmword_ptr(r9 + 64 * m as i32))?;
+                a.vfmadd231ps(acc(0, j), ZMM[m], kc)?;
+                a.vfmadd231ps(acc(1, j), ZMM[4 + m], kc)?;
+            }
+        }
+        for p in 0..2 {
+            // Levels 1–3 of the fold tree over this half's eight slots.
+            for i in 0..4 {
+                let (x, y) = (acc(p, 2 * i), acc(p, 2 * i + 1));
+                a.vshuff64x2(t0, x, y, 0x44)?;
+                a.vshuff64x2(t1, x, y, 0xee)?;
+                a.vaddps(acc(p, i), t0, t1)?;
+            }
+            for i in 0..2 {
+                let (x, y) = (acc(p, 2 * i), acc(p, 2 * i + 1));
+                a.vshuff32x4(t0, x, y, 0x88)?;
+                a.vshuff32x4(t1, x, y, 0xdd)?;
+                a.vaddps(acc(p, i), t0, t1)?;
+            }
+            let u = ZMM[28 + 2 * half + p];
+            a.vshufps(t0, acc(p, 0), acc(p, 1), 0x88)?;
+            a.vshufps(t1, acc(p, 0), acc(p, 1), 0xdd)?;
+            a.vaddps(u, t0, t1)?;
+        }
+    }
+    // Level 4: (first half, second half) for each pair.
+    for (p, dst) in [(0, ZMM[8]), (1, ZMM[16])] {
+        let (u1, u2) = (ZMM[28 + p], ZMM[30 + p]);
+        a.vshufps(t0, u1, u2, 0x88)?;
+        a.vshufps(t1, u1, u2, 0xdd)?;
+        a.vaddps(dst, t0, t1)?;
+    }
+    Ok(())
+}
+
 /// One pair's block: scores and softmax, then its output update.
 fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
     phase_a_512(e, b)?;
@@ -890,10 +964,16 @@ fn pair_block_512(e: &mut Emitter, b: &Body) -> R {
 /// Scores, fold, mask, maximum, `α` (zmm29), `p` (zmm8) and the `l`
 /// update of the pair at `rax` (q row), `r8` (state), `rdx` (nb).
 fn phase_a_512(e: &mut Emitter, b: &Body) -> R {
+    qk_fold_512(e, b)?;
+    softmax_512(e)
+}
+
+/// The block's 16 unscaled scores of the q row at `rax`, in key order,
+/// into zmm8 (K rows from the pointer table, as memory operands).
+fn qk_fold_512(e: &mut Emitter, b: &Body) -> R {
     let nq = b.d / 16;
     let acc = |s: usize| ZMM[8 + s];
     let a = e.asm();
-    a.vbroadcastss(ZMM[31], dword_ptr(rsp + cslot(c::MAGIC)))?;
     let q = &ZMM[..nq];
     for (m, z) in q.iter().enumerate() {
         a.vmovups(*z, zmmword_ptr(rax + 64 * m as i32))?;
@@ -931,7 +1011,17 @@ fn phase_a_512(e: &mut Emitter, b: &Body) -> R {
     a.vshufps(t0, acc(0), acc(1), 0x88)?;
     a.vshufps(t1, acc(0), acc(1), 0xdd)?;
     a.vaddps(acc(0), t0, t1)?;
-    let s = acc(0);
+    Ok(())
+}
+
+/// From the scores in zmm8: scale, mask, maximum, `α` (zmm29), `p`
+/// (zmm8) and the `l` update of the pair at `r8` (state), `rdx` (nb).
+/// Touches zmm8 and zmm24–zmm31 only.
+fn softmax_512(e: &mut Emitter) -> R {
+    let (t0, t1) = (ZMM[24], ZMM[25]);
+    let s = ZMM[8];
+    let a = e.asm();
+    a.vbroadcastss(ZMM[31], dword_ptr(rsp + cslot(c::MAGIC)))?;
     a.vmulps(s, s, dword_bcst(rsp + cslot(c::SCALE)))?;
     // Absent keys (lanes ≥ nb, rdx) score -inf.
     a.mov(ecx, edx)?;
