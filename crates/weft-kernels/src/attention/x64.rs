@@ -76,6 +76,10 @@ pub const TWINS: [AttentionX64; 2] = [
     AttentionX64::new(Tier::Avx512),
 ];
 
+/// Rows ahead (log2) that the block's table pass prefetches K and V: the
+/// hardware prefetchers alone left decode from L3 and DRAM waiting.
+const PF_ROWS_LOG2: u32 = 5;
+
 /// Most (head, row) pairs in one tile.
 pub const MAX_PAIRS: usize = 32;
 
@@ -708,6 +712,10 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
             a.mov(r10, rax)?;
             a.mov(rdx, r9)?;
             a.mov(rsi, r10)?;
+            a.mov(r12, r11)?;
+            a.shl(r12, PF_ROWS_LOG2)?;
+            a.mov(r13, rcx)?;
+            a.shl(r13, PF_ROWS_LOG2)?;
             for k in 0..16 {
                 a.mov(rax, r9)?;
                 a.cmp(r15, k)?;
@@ -716,6 +724,10 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
                 a.mov(rax, r10)?;
                 a.cmova(rax, rsi)?;
                 a.mov(qword_ptr(rsp + FR_VPTR + 8 * k), rax)?;
+                for line in (0..4 * b.d as i32).step_by(64) {
+                    a.prefetcht0(byte_ptr(rdx + r12 + line))?;
+                    a.prefetcht0(byte_ptr(rsi + r13 + line))?;
+                }
                 a.add(rdx, r11)?;
                 a.add(rsi, rcx)?;
             }
@@ -751,10 +763,17 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
             a.mov(r10, rax)?;
             a.lea(rdx, rsp + FR_KV)?;
             a.mov(rsi, r15)?;
+            a.mov(r12, r11)?;
+            a.shl(r12, PF_ROWS_LOG2)?;
+            a.mov(r13, rcx)?;
+            a.shl(r13, PF_ROWS_LOG2)?;
             let mut top = e.create_label();
             e.set_label(&mut top)?;
-            for (src, dst_off, stride) in [(r9, 0, r11), (r10, 16 * rows, rcx)] {
+            for (src, dst_off, stride, pf) in [(r9, 0, r11, r12), (r10, 16 * rows, rcx, r13)] {
                 let a = e.asm();
+                for line in (0..2 * b.d as i32).step_by(64) {
+                    a.prefetcht0(byte_ptr(src + pf + line))?;
+                }
                 match b.tier {
                     Tier::Avx512 => {
                         for m in 0..b.d / 16 {
