@@ -69,7 +69,10 @@ impl Config {
             return Err(format!("{n} is 0"));
         }
         if self.dim % self.heads != 0 {
-            return Err(format!("dim {} is not a multiple of heads {}", self.dim, self.heads));
+            return Err(format!(
+                "dim {} is not a multiple of heads {}",
+                self.dim, self.heads
+            ));
         }
         if self.heads % self.kv_heads != 0 {
             return Err(format!(
@@ -90,10 +93,16 @@ impl Config {
             ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
-            return Err(format!("rms epsilon {} is not a finite non-negative number", self.rms_eps));
+            return Err(format!(
+                "rms epsilon {} is not a finite non-negative number",
+                self.rms_eps
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 0.0) {
-            return Err(format!("rope base {} is not a finite positive number", self.rope_base));
+            return Err(format!(
+                "rope base {} is not a finite positive number",
+                self.rope_base
+            ));
         }
         Ok(())
     }

@@ -57,7 +57,9 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
             .map_or(head_dim, |d| d as usize),
         max_seq: max_seq.min(context).max(1),
     };
-    config.check().map_err(|reason| ModelError::Config { reason })?;
+    config
+        .check()
+        .map_err(|reason| ModelError::Config { reason })?;
     Ok(config)
 }
 
@@ -71,7 +73,13 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
         names.push("output.weight".to_owned());
     }
     const MATS: [&str; 7] = [
-        "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_down",
     ];
     for i in 0..c.layers {
         names.extend(MATS.iter().map(|m| format!("blk.{i}.{m}.weight")));

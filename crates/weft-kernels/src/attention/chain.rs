@@ -739,6 +739,8 @@ pub fn entries() -> Vec<FamilyEntry> {
             arms: vec![Arc::new(ChainArm(s))],
             twins: Vec::new(),
             check: Arc::new(NoTwins),
+            // Nothing to race: one arm, no twins.
+            bench: None,
         })
         .collect()
 }

@@ -843,6 +843,7 @@ pub fn entry() -> weft_kernel::FamilyEntry {
         arms: vec![Arc::new(arm::AttentionArm)],
         twins,
         check: Arc::new(weft_validate::Checker(validation::AttentionValidation)),
+        bench: Some(Arc::new(validation::AttentionWorkbench)),
     }
 }
 

@@ -626,3 +626,37 @@ fn x64_twins_match_the_arm_when_called_as_win64() {
         assert_eq!(first_difference(&want, &got), None, "{}", twin.name());
     }
 }
+
+#[test]
+fn workbench_runs_the_arm_and_every_host_twin_at_the_offer_site() {
+    let host = Host::detect();
+    let e = entry();
+    let site = Site::new(
+        Family(FAMILY),
+        geometry(64, 1, 300, 9, 3, true, KvType::F16),
+    );
+    let offer = e.arms[0].offer(&site, &host).expect("offer");
+    let wb = e.bench.as_ref().expect("the fused family can be raced");
+    let mut bench = wb.prepare(&offer, 3).expect("prepare");
+    let arm = e.arms[0]
+        .build(&offer, crate::arm_build::host_isa())
+        .and_then(|c| c.place())
+        .expect("arm");
+    // SAFETY: the arm's body was built for this offer.
+    unsafe { bench.run(&arm) }.expect("arm runs");
+    for twin in &e.twins {
+        if twin.isa() != host.isa || weft_kernel::require_features(&host, twin.requires()).is_err()
+        {
+            continue;
+        }
+        let code = twin.emit(&offer).and_then(|c| c.place()).expect("twin");
+        // SAFETY: the twin's body was emitted for this offer.
+        unsafe { bench.run(&code) }.expect("twin runs");
+    }
+    let mut other = offer.clone();
+    other.contract.args = "ChainArgs".to_owned();
+    assert_eq!(
+        wb.prepare(&other, 3).err().map(|r| r.name()),
+        Some("bad-operand")
+    );
+}

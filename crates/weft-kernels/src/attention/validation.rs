@@ -394,3 +394,104 @@ unsafe impl Validation for AttentionValidation {
         )
     }
 }
+
+/// Inputs for a micro-race of `attention.fused` bodies at an offer's
+/// site: uniform data in a head-major layout; a causal site is a prefill
+/// continuation (`q_offset = lk - lq`, so decode is `lq = 1` at the end of
+/// the cache).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionWorkbench;
+
+/// Prepared inputs of [`AttentionWorkbench`].
+struct Prepared {
+    shape: AttentionShape,
+    layout: Layout,
+    q: Vec<f32>,
+    k: KvData,
+    v: KvData,
+    o: Vec<f32>,
+}
+
+impl weft_kernel::Workbench for AttentionWorkbench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn weft_kernel::Bench>, Refusal> {
+        if offer.contract.args != ARGS_NAME {
+            return Err(Refusal::BadOperand {
+                operand: "args".to_owned(),
+                reason: format!(
+                    "AttentionWorkbench runs {ARGS_NAME}, not {}",
+                    offer.contract.args
+                ),
+            });
+        }
+        let s = SiteShape::from_geometry(&offer.contract.geometry)?;
+        let too_big = || Refusal::UnsupportedGeometry {
+            reason: "the site is too large to prepare".to_owned(),
+        };
+        let shape = AttentionShape {
+            d: s.d,
+            lq: usize::try_from(s.lq).map_err(|_| too_big())?,
+            lk: usize::try_from(s.lk).map_err(|_| too_big())?,
+            heads: usize::try_from(s.heads).map_err(|_| too_big())?,
+            kv_heads: usize::try_from(s.kv_heads).map_err(|_| too_big())?,
+            q_offset: if s.causal {
+                usize::try_from(s.lk.saturating_sub(s.lq)).map_err(|_| too_big())?
+            } else {
+                0
+            },
+            causal: s.causal,
+            scale: 1.0 / (s.d as f32).sqrt(),
+            kv: s.kv,
+        };
+        shape.check()?;
+        let layout = Layout::head_major(&shape, shape.lk);
+        let mut g = Gen {
+            rng: SplitMix64::new(seed),
+        };
+        let mut vec = |n: Option<usize>| -> Result<Vec<f32>, Refusal> {
+            let n = n.ok_or_else(too_big)?;
+            Ok((0..n).map(|_| g.uniform(-1.0, 1.0)).collect())
+        };
+        let q = vec(layout.q_len(&shape))?;
+        let kf = vec(layout.k_len(&shape))?;
+        let vf = vec(layout.v_len(&shape))?;
+        let o = vec![0.0; layout.o_len(&shape).ok_or_else(too_big)?];
+        let (k, v) = match s.kv {
+            KvType::F32 => (KvData::F32(kf), KvData::F32(vf)),
+            KvType::F16 => (
+                KvData::F16(kf.iter().map(|x| f16_bits(*x)).collect()),
+                KvData::F16(vf.iter().map(|x| f16_bits(*x)).collect()),
+            ),
+        };
+        Ok(Box::new(Prepared {
+            shape,
+            layout,
+            q,
+            k,
+            v,
+            o,
+        }))
+    }
+}
+
+impl weft_kernel::Bench for Prepared {
+    unsafe fn run(
+        &mut self,
+        code: &std::sync::Arc<weft_kernel::PlacedCode>,
+    ) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is an attention.fused body for
+        // this offer, which honours the leaf ABI for `AttentionArgs`.
+        let kernel = unsafe { Kernel::<AttentionArgs>::from_placed(code.clone(), 0)? };
+        let args = AttentionArgs::new(
+            &self.shape,
+            &self.layout,
+            &self.q,
+            self.k.slice(),
+            self.v.slice(),
+            &mut self.o,
+        )?;
+        // SAFETY: `new` checked the extents against buffers owned by
+        // `self`, which outlive the call.
+        unsafe { kernel.call(&args) };
+        Ok(())
+    }
+}
