@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod bench_attention;
 mod bench_elementwise;
 mod bench_gguf_load;
+mod bench_loopnest;
 mod bench_q8;
 mod check_encodings;
 mod exhaustive;
@@ -51,11 +52,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
         Some("gguf-load") => bench_gguf_load::run(rest),
+        Some("loopnest") => bench_loopnest::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load)\n{USAGE}"
+            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -89,4 +91,6 @@ commands:
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
                        next to a streaming read of the same weights, interleaved, median
   bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
+  bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
+                       Rust loops, interleaved, median
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata";
