@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+mod bench_attention;
 mod bench_elementwise;
 mod bench_gguf_load;
 mod bench_loopnest;
@@ -47,15 +48,16 @@ fn main() -> ExitCode {
 /// `bench NAME`: dispatch on the benchmark's name.
 fn bench(rest: &[String]) -> Result<(), String> {
     match rest.first().map(String::as_str) {
+        Some("attention") => bench_attention::run(rest),
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
         Some("gguf-load") => bench_gguf_load::run(rest),
         Some("loopnest") => bench_loopnest::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
+            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -83,6 +85,8 @@ commands:
   help                 this text
   check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
+  bench attention      fused attention twins, arm and the unfused chain at prefill and decode shapes,
+                       next to a register FMA loop and a streaming read of K and V, interleaved, median
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
                        next to a streaming read of the same weights, interleaved, median

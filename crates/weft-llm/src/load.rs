@@ -42,7 +42,7 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
     let context = g
         .metadata_opt::<u32>("llama.context_length")?
         .map_or(max_seq, |c| c as usize);
-    let head_dim = if heads == 0 { 0 } else { dim / heads };
+    let head_dim = dim.checked_div(heads).unwrap_or(0);
     let config = Config {
         dim,
         hidden: meta_usize(g, "llama.feed_forward_length")?,

@@ -29,7 +29,7 @@ impl Q8Matrix {
         cols: usize,
         bytes: Arc<[u8]>,
     ) -> Result<Q8Matrix, ModelError> {
-        if rows == 0 || cols == 0 || cols % BLOCK_LEN != 0 {
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(BLOCK_LEN) {
             return Err(ModelError::Shape {
                 tensor: name.to_owned(),
                 reason: format!(
