@@ -1,8 +1,8 @@
 //! `cargo xtask bench q8-matvec`: time per call of the `q8_0.matvec` arm and
 //! of every x64 twin the host runs, at 1 and 2 threads, next to a peer that
-//! only streams the same weight bytes (a safe-Rust read loop), at the
-//! shapes rows×cols 576×576, 1536×576, 576×1536, 4096×4096 and 4096×14336,
-//! each with batch 1 and batch 4.
+//! only streams the same weight bytes, at the shapes rows×cols 576×576,
+//! 1536×576, 576×1536, 4096×4096 and 4096×14336, each with batch 1 and
+//! batch 4.
 //!
 //! Protocol, per shape and batch: every candidate is warmed up and its
 //! repetitions per sample are calibrated (enough calls for about
@@ -11,17 +11,33 @@
 //! each round), and each candidate reports its median. Drifting clocks and
 //! noisy neighbours so hit every candidate alike.
 //!
+//! The peer ([`stream_sum`]) is an honest fast read of the same bytes:
+//! 64-byte (AVX-512) or 32-byte (AVX2) unaligned loads, 256 bytes per
+//! iteration into four independent accumulators, no arithmetic the loads
+//! wait for; the hardware prefetchers see one linear stream per thread.
+//!
+//! Two-thread runs (kernels and peer alike) split the work into two parts
+//! (rows along the offer's member views; the peer's bytes in halves) and
+//! hand part 1 to a persistent worker while the calling thread runs part
+//! 0, so no call pays for creating a thread: see [`parallel`], the one
+//! place that knows about the pool (the planner's executor will replace
+//! it).
+//!
 //! The last line is the summary (see [`summarize`]):
 //! `bench q8-matvec: best_twin_vs_arm_l2=X dram_fraction_1t=Y dram_fraction_2t=Z`.
 //! `cargo xtask bench` always runs from a release build (see `main.rs`).
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use weft_kernel::{Host, MemberViews, Twin};
+use weft_kernel::{Host, KernelArgs, MemberViews, Twin};
 use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
 use weft_kernels::q8_0::x64::TWINS;
-use weft_kernels::q8_0::{quantize_activations, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN};
+use weft_kernels::q8_0::{
+    quantize_activations, Q8Activations, Q8MatvecArgs, Q8Weights, BLOCK_BYTES, BLOCK_LEN,
+};
 
 /// The shapes, `(rows, cols)`.
 const SHAPES: [(usize, usize); 5] = [
@@ -60,19 +76,19 @@ enum Kind {
 }
 
 /// How a candidate runs.
-enum Runner<'a> {
+enum Runner {
     /// A placed `q8_0.matvec` kernel.
-    Kernel(&'a Q8MatvecKernel),
+    Kernel(Arc<Q8MatvecKernel>),
     /// The streaming-read peer over the weight bytes.
     Stream,
 }
 
 /// One candidate at one thread count.
-struct Candidate<'a> {
+struct Candidate {
     name: &'static str,
     kind: Kind,
     threads: u64,
-    runner: Runner<'a>,
+    runner: Runner,
 }
 
 /// The operands of one shape and batch.
@@ -80,6 +96,8 @@ struct Operands<'a> {
     w: &'a Q8Weights,
     x: &'a Q8Activations,
     views: &'a MemberViews,
+    /// W's bytes again, shareable with the pool's worker (the peer's input).
+    bytes: &'a Arc<Vec<u8>>,
 }
 
 /// One candidate's result.
@@ -207,9 +225,141 @@ fn random_activations(cols: usize, batch: usize, seed: u64) -> Result<Q8Activati
     quantize_activations(&x, cols, batch).map_err(|e| e.to_string())
 }
 
-/// The streaming read: every byte of `bytes` as u64 words into eight
-/// independent accumulators (so no add chain limits the loads).
+// ------------------------------------------------------------- the pool ---
+
+/// Work for the pool: called once with each part index `0..parts`.
+type Job = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// A persistent pool: the calling thread runs part 0, `workers` threads
+/// the others. Workers spin briefly on the job counter (back-to-back calls
+/// find them awake), then sleep on a condition variable.
+struct Pool {
+    shared: Arc<Shared>,
+    workers: usize,
+}
+
+struct Shared {
+    /// Bumped once per job; workers run each new one.
+    generation: AtomicU64,
+    /// The current job and how many parts it has.
+    job: Mutex<Option<(Job, usize)>>,
+    wake: Condvar,
+    /// Parts of the current job still running on workers.
+    pending: AtomicUsize,
+    /// Set when a worker's part panicked.
+    failed: AtomicBool,
+}
+
+/// How long an idle worker spins before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+
+impl Pool {
+    fn new(workers: usize) -> Pool {
+        let shared = Arc::new(Shared {
+            generation: AtomicU64::new(0),
+            job: Mutex::new(None),
+            wake: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+        });
+        for w in 0..workers {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || worker(&shared, w + 1));
+        }
+        Pool { shared, workers }
+    }
+
+    /// Run `job` on parts `0..parts` (at most `workers + 1`), part 0 here;
+    /// returns when every part has finished.
+    fn run(&self, parts: usize, job: Job) -> Result<(), String> {
+        let parts = parts.clamp(1, self.workers + 1);
+        if parts > 1 {
+            let mut slot = self.shared.job.lock().map_err(|_| "pool lock poisoned")?;
+            *slot = Some((Arc::clone(&job), parts));
+            self.shared.pending.store(self.workers, Ordering::Release);
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            self.shared.wake.notify_all();
+        }
+        job(0);
+        if parts > 1 {
+            while self.shared.pending.load(Ordering::Acquire) != 0 {
+                std::hint::spin_loop();
+            }
+            if self.shared.failed.swap(false, Ordering::AcqRel) {
+                return Err("a pool worker panicked".to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn worker(shared: &Shared, index: usize) {
+    let mut seen = 0u64;
+    loop {
+        let spin_until = Instant::now() + SPIN;
+        while shared.generation.load(Ordering::Acquire) == seen && Instant::now() < spin_until {
+            std::hint::spin_loop();
+        }
+        let Ok(mut slot) = shared.job.lock() else {
+            return;
+        };
+        while shared.generation.load(Ordering::Acquire) == seen {
+            slot = match shared.wake.wait(slot) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        }
+        seen = shared.generation.load(Ordering::Acquire);
+        let job = slot.clone();
+        drop(slot);
+        if let Some((job, parts)) = job {
+            if index < parts {
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(index)));
+                if ok.is_err() {
+                    shared.failed.store(true, Ordering::Release);
+                }
+            }
+        }
+        shared.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Run `job` on `threads` parts at once and wait for all of them: the one
+/// function that knows how threads are provided (a pool of one worker,
+/// started on first use and kept for the process).
+fn parallel(threads: u64, job: Job) -> Result<(), String> {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    let parts = usize::try_from(threads).map_err(|e| e.to_string())?;
+    if parts <= 1 {
+        job(0);
+        return Ok(());
+    }
+    POOL.get_or_init(|| Pool::new(1)).run(parts, job)
+}
+
+// ------------------------------------------------------------- the peer ---
+
+/// The streaming read: every byte of `bytes`, added as u64 words into
+/// independent accumulators (the widest loads the host has), so that only
+/// the loads limit it.
 fn stream_sum(bytes: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the host has AVX-512F (checked just above).
+            return unsafe { stream_avx512(bytes) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the host has AVX2 (checked just above).
+            return unsafe { stream_avx2(bytes) };
+        }
+    }
+    stream_words(bytes)
+}
+
+/// The portable read: u64 words into eight accumulators; returns the
+/// wrapping sum of the little-endian words plus the tail bytes.
+fn stream_words(bytes: &[u8]) -> u64 {
     let (words, tail) = bytes.as_chunks::<8>();
     let (octets, rest) = words.as_chunks::<8>();
     let mut acc = [0u64; 8];
@@ -225,39 +375,112 @@ fn stream_sum(bytes: &[u8]) -> u64 {
     acc.iter().fold(t, |s, &a| s.wrapping_add(a))
 }
 
+/// AVX-512: 4 × 64-byte unaligned loads per iteration into four
+/// accumulators of u64 lanes; the rest through [`stream_words`]. Same sum
+/// as [`stream_words`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_avx512(bytes: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let (blocks, rest) = bytes.as_chunks::<256>();
+    let mut acc = [_mm512_setzero_si512(); 4];
+    for b in blocks {
+        for (k, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `b` is 256 bytes, so bytes 64k..64k+64 are in it;
+            // the load has no alignment requirement.
+            let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(64 * k).cast()) };
+            *a = _mm512_add_epi64(*a, v);
+        }
+    }
+    let sum = _mm512_add_epi64(
+        _mm512_add_epi64(acc[0], acc[1]),
+        _mm512_add_epi64(acc[2], acc[3]),
+    );
+    _mm512_reduce_add_epi64(sum) as u64 + stream_words(rest)
+}
+
+/// AVX2: 8 × 32-byte unaligned loads per iteration into four
+/// accumulators; the rest through [`stream_words`]. Same sum as
+/// [`stream_words`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_avx2(bytes: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let (blocks, rest) = bytes.as_chunks::<256>();
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for b in blocks {
+        for k in 0..8 {
+            // SAFETY: `b` is 256 bytes, so bytes 32k..32k+32 are in it;
+            // the load has no alignment requirement.
+            let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(32 * k).cast()) };
+            acc[k % 4] = _mm256_add_epi64(acc[k % 4], v);
+        }
+    }
+    let s = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
+    let mut lanes = [0u64; 4];
+    // SAFETY: `lanes` is 32 bytes; unaligned store.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), s) };
+    lanes
+        .iter()
+        .fold(stream_words(rest), |a, &l| a.wrapping_add(l))
+}
+
 /// The streaming read split into `parts` contiguous pieces (64-byte
-/// aligned boundaries), each on its own scoped thread (as `run_threaded`
-/// spawns one per range).
-fn stream_threaded(bytes: &[u8], parts: u64) -> Result<u64, String> {
-    let parts = usize::try_from(parts.max(1)).map_err(|e| e.to_string())?;
-    let piece = bytes.len().div_ceil(parts).next_multiple_of(64).max(64);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = bytes
-            .chunks(piece)
-            .map(|c| s.spawn(move || stream_sum(black_box(c))))
-            .collect();
-        handles.into_iter().try_fold(0u64, |acc, h| {
-            h.join()
-                .map(|v| acc.wrapping_add(v))
-                .map_err(|_| "a streaming thread panicked".to_string())
-        })
-    })
+/// aligned boundaries) run through [`parallel`].
+fn stream_threaded(bytes: &Arc<Vec<u8>>, parts: u64) -> Result<u64, String> {
+    let n = usize::try_from(parts.max(1)).map_err(|e| e.to_string())?;
+    let piece = bytes.len().div_ceil(n).next_multiple_of(64).max(64);
+    let sums: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let (b, s) = (Arc::clone(bytes), Arc::clone(&sums));
+    parallel(
+        parts,
+        Arc::new(move |i| {
+            let lo = (i * piece).min(b.len());
+            let hi = ((i + 1) * piece).min(b.len());
+            s[i].store(stream_sum(black_box(&b[lo..hi])), Ordering::Relaxed);
+        }),
+    )?;
+    Ok(sums
+        .iter()
+        .fold(0u64, |a, v| a.wrapping_add(v.load(Ordering::Relaxed))))
 }
 
 /// One call of `c`.
-fn call(c: &Candidate<'_>, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> {
+fn call(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> {
     match (&c.runner, c.threads) {
         (Runner::Kernel(k), 1) => k
             .run(ops.w, ops.x, y, 0..ops.w.rows())
             .map_err(|e| e.to_string())?,
-        (Runner::Kernel(k), t) => k
-            .run_threaded(ops.w, ops.x, y, ops.views, t)
-            .map_err(|e| e.to_string())?,
+        (Runner::Kernel(k), t) => {
+            let whole =
+                Q8MatvecArgs::new(ops.w, ops.x, y, 0..ops.w.rows()).map_err(|e| e.to_string())?;
+            let parts: Vec<Q8MatvecArgs> = ops
+                .views
+                .split(t)
+                .into_iter()
+                .map(|r| whole.restrict(r))
+                .collect();
+            let k = Arc::clone(k);
+            let n = parts.len() as u64;
+            parallel(
+                n,
+                Arc::new(move |i| {
+                    // SAFETY: `whole` was checked against W, X and Y, which
+                    // live until `parallel` returns (it waits for every
+                    // part); the parts cover disjoint rows, and a body
+                    // writes only its own rows' outputs (`KernelArgs`).
+                    unsafe { k.kernel().call(&parts[i]) }
+                }),
+            )?;
+        }
         (Runner::Stream, 1) => {
-            black_box(stream_sum(black_box(ops.w.bytes())));
+            black_box(stream_sum(black_box(ops.bytes.as_slice())));
         }
         (Runner::Stream, t) => {
-            black_box(stream_threaded(ops.w.bytes(), t)?);
+            black_box(stream_threaded(ops.bytes, t)?);
         }
     }
     black_box(&mut *y);
@@ -265,12 +488,7 @@ fn call(c: &Candidate<'_>, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), Stri
 }
 
 /// Seconds per call over `reps` calls.
-fn sample(
-    c: &Candidate<'_>,
-    ops: &Operands<'_>,
-    y: &mut [f32],
-    reps: usize,
-) -> Result<f64, String> {
+fn sample(c: &Candidate, ops: &Operands<'_>, y: &mut [f32], reps: usize) -> Result<f64, String> {
     let t = Instant::now();
     for _ in 0..reps {
         call(c, ops, y)?;
@@ -279,7 +497,7 @@ fn sample(
 }
 
 /// Warm-up and calibration: calls per sample for `c`.
-fn calibrate(c: &Candidate<'_>, ops: &Operands<'_>, y: &mut [f32]) -> Result<usize, String> {
+fn calibrate(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<usize, String> {
     call(c, ops, y)?;
     let once = sample(c, ops, y, 1)?;
     let reps = ((SAMPLE_SECS / once.max(1e-9)).ceil() as usize).clamp(1, MAX_REPS);
@@ -294,7 +512,7 @@ fn twins(
     rows: usize,
     cols: usize,
     batch: usize,
-) -> Result<Vec<(&'static str, Q8MatvecKernel)>, String> {
+) -> Result<Vec<(&'static str, Arc<Q8MatvecKernel>)>, String> {
     let offer = offer_for(rows as u64, cols as u64, batch as u64).map_err(|e| e.to_string())?;
     let mut v = Vec::new();
     for twin in TWINS {
@@ -310,7 +528,7 @@ fn twins(
         // outputs.
         let k = unsafe { Q8MatvecKernel::from_native(&code) }
             .map_err(|e| format!("{}: {e}", twin.name()))?;
-        v.push((twin.name(), k));
+        v.push((twin.name(), Arc::new(k)));
     }
     Ok(v)
 }
@@ -318,7 +536,7 @@ fn twins(
 /// Measure every candidate at one shape and batch.
 fn measure(
     host: &Host,
-    arm: &Q8MatvecKernel,
+    arm: &Arc<Q8MatvecKernel>,
     w: &Q8Weights,
     cols: usize,
     batch: usize,
@@ -340,14 +558,14 @@ fn measure(
             name: ARM_NAME,
             kind: Kind::Arm,
             threads,
-            runner: Runner::Kernel(arm),
+            runner: Runner::Kernel(Arc::clone(arm)),
         });
         for (name, k) in &twins {
             cands.push(Candidate {
                 name,
                 kind: Kind::Twin,
                 threads,
-                runner: Runner::Kernel(k),
+                runner: Runner::Kernel(Arc::clone(k)),
             });
         }
         cands.push(Candidate {
@@ -357,10 +575,12 @@ fn measure(
             runner: Runner::Stream,
         });
     }
+    let bytes = Arc::new(w.bytes().to_vec());
     let ops = Operands {
         w,
         x: &x,
         views: &views,
+        bytes: &bytes,
     };
     let mut y = vec![0f32; rows * batch];
     let reps = cands
@@ -456,7 +676,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Some(b) if b > 0 => (u64::from(b), "detected"),
         _ => (L2_FALLBACK, "unknown, assumed"),
     };
-    let arm = Q8MatvecKernel::arm().map_err(|e| format!("{ARM_NAME}: {e}"))?;
+    let arm = Arc::new(Q8MatvecKernel::arm().map_err(|e| format!("{ARM_NAME}: {e}"))?);
     let present: Vec<&str> = TWINS
         .iter()
         .filter(|t| weft_kernel::require_features(&host, t.requires()).is_ok())
@@ -529,7 +749,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_sum_counts_every_byte() {
+    fn stream_sum_counts_every_byte_on_every_path() {
         let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
         // Σ bytes as little-endian u64 words plus the tail bytes.
         let (words, tail) = bytes.as_chunks::<8>();
@@ -538,10 +758,49 @@ mod tests {
             .map(|w| u64::from_le_bytes(*w))
             .chain(tail.iter().map(|&b| u64::from(b)))
             .fold(0u64, u64::wrapping_add);
+        assert_eq!(stream_words(&bytes), want);
         assert_eq!(stream_sum(&bytes), want);
-        let two = stream_threaded(&bytes, 2).expect("threads");
-        // the 64-byte aligned split keeps every word whole
-        assert_eq!(two, want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: checked just above.
+                assert_eq!(unsafe { stream_avx512(&bytes) }, want);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: checked just above.
+                assert_eq!(unsafe { stream_avx2(&bytes) }, want);
+            }
+        }
+        // The 64-byte aligned split keeps every word whole.
+        let shared = Arc::new(bytes);
+        assert_eq!(stream_threaded(&shared, 2).expect("threads"), want);
+        assert_eq!(stream_threaded(&shared, 1).expect("one"), want);
+    }
+
+    #[test]
+    fn parallel_runs_every_part_once_per_call() {
+        let hits: Arc<Vec<AtomicU64>> = Arc::new((0..2).map(|_| AtomicU64::new(0)).collect());
+        for _ in 0..1000 {
+            let h = Arc::clone(&hits);
+            parallel(
+                2,
+                Arc::new(move |i| {
+                    h[i].fetch_add(1, Ordering::Relaxed);
+                }),
+            )
+            .expect("parallel");
+        }
+        assert_eq!(hits[0].load(Ordering::Relaxed), 1000);
+        assert_eq!(hits[1].load(Ordering::Relaxed), 1000);
+        let h = Arc::clone(&hits);
+        parallel(
+            1,
+            Arc::new(move |i| {
+                h[i].fetch_add(1, Ordering::Relaxed);
+            }),
+        )
+        .expect("serial");
+        assert_eq!(hits[0].load(Ordering::Relaxed), 1001);
     }
 
     #[test]

@@ -39,7 +39,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Endianness, Function, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
-    Family, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
+    Family, Geometry, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer,
+    Refusal, Site,
 };
 use weft_managed::{Arch, ArmCode, ManagedError, Target};
 
@@ -409,9 +410,15 @@ pub struct Q8MatvecArm;
 /// The `(rows, cols, batch)` of a site, checked against the contract
 /// (`batch` defaults to 1).
 pub fn site_geometry(site: &Site) -> Result<(u64, u64, u64), Refusal> {
-    let rows = site.geometry.require("rows")?;
-    let cols = site.geometry.require("cols")?;
-    let batch = site.geometry.get("batch").unwrap_or(1);
+    site_dims(&site.geometry)
+}
+
+/// The `(rows, cols, batch)` of a geometry, checked against the contract
+/// (`batch` defaults to 1); twins check the offer they are handed with it.
+pub fn site_dims(geometry: &Geometry) -> Result<(u64, u64, u64), Refusal> {
+    let rows = geometry.require("rows")?;
+    let cols = geometry.require("cols")?;
+    let batch = geometry.get("batch").unwrap_or(1);
     check_geometry(rows, cols, batch)?;
     Ok((rows, cols, batch))
 }
@@ -561,6 +568,12 @@ impl Q8MatvecKernel {
             }
         });
         Ok(())
+    }
+
+    /// The placed kernel, for callers that split calls themselves (a
+    /// thread pool handing [`KernelArgs::restrict`]ed copies to workers).
+    pub fn kernel(&self) -> &Kernel<Q8MatvecArgs> {
+        &self.kernel
     }
 
     /// `Y = W·X` for rows `rows`, lengths checked.

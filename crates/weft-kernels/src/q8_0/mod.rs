@@ -54,6 +54,7 @@ pub mod a64;
 pub mod arm;
 pub mod block;
 pub mod check;
+pub mod quantize;
 pub mod reference;
 pub mod rows2;
 pub mod validation;
@@ -374,6 +375,74 @@ pub fn quantize_activations(
     }
     let bytes = block::quantize_row(x).map_err(|e| geometry_refusal(e.to_string()))?;
     Q8Activations::from_bytes(bytes, cols, batch)
+}
+
+impl Q8MatvecArgs {
+    /// Arguments over raw Q8_0 bytes at any alignment, every length
+    /// checked as [`Q8MatvecArgs::new`] does: `weights` exactly `rows ×
+    /// cols` blocks, `x` exactly `batch` vectors of `cols` with no quant of
+    /// -128, `y` exactly `batch · rows` f32s, `row_range` inside `0..rows`.
+    pub fn from_slices(
+        weights: &[u8],
+        x: &[u8],
+        y: &mut [f32],
+        (rows, cols, batch): (usize, usize, usize),
+        row_range: Range<usize>,
+    ) -> Result<Self, Refusal> {
+        let (rows, blocks, batch) = check_geometry(rows as u64, cols as u64, batch as u64)?;
+        let row_bytes = blocks * BLOCK_BYTES;
+        if weights.len() != rows * row_bytes {
+            return Err(bad(
+                "weights",
+                format!(
+                    "{} bytes, {rows}×{cols} Q8_0 needs {}",
+                    weights.len(),
+                    rows * row_bytes
+                ),
+            ));
+        }
+        if x.len() != batch * row_bytes {
+            return Err(bad(
+                "x",
+                format!(
+                    "{} bytes, {batch}×{cols} Q8_0 needs {}",
+                    x.len(),
+                    batch * row_bytes
+                ),
+            ));
+        }
+        if let Some(i) = x
+            .chunks_exact(BLOCK_BYTES)
+            .position(|b| b[2..].contains(&0x80))
+        {
+            return Err(bad(
+                "x",
+                format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
+            ));
+        }
+        if y.len() != batch * rows {
+            return Err(bad(
+                "y",
+                format!("{} f32s, needs {}", y.len(), batch * rows),
+            ));
+        }
+        if row_range.start > row_range.end || row_range.end > rows {
+            return Err(bad(
+                "rows",
+                format!("{row_range:?} is not inside 0..{rows}"),
+            ));
+        }
+        Ok(Self {
+            weights: weights.as_ptr(),
+            x: x.as_ptr(),
+            y: y.as_mut_ptr(),
+            rows,
+            blocks,
+            batch,
+            row_start: row_range.start,
+            row_end: row_range.end,
+        })
+    }
 }
 
 impl Q8MatvecArgs {

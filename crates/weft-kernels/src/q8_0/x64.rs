@@ -1,27 +1,37 @@
 //! x64 twins of `q8_0.matvec`: the arm's offer, the body emitted through
 //! weft-x64.
 //!
+//! Three tiers, each with a one-row pass and multi-row passes:
+//!
 //! - [`Tier::Avx512Vnni`]: zmm, two blocks per instruction. Quants of
 //!   blocks `b, b+1` (34 bytes apart) are loaded as one zmm (a ymm load and
 //!   `vinserti64x4`); the integer part is the bias method
 //!   `vpdpbusd(c, w ^ 0x80, x)` with `c = -128 · Σx` (made once per pass
-//!   with `vpdpbusd` on `0x80` bytes and shared by the pass's rows). Scales:
-//!   two `vpbroadcastw`, `vinserti32x4`, `vcvtph2ps zmm` (F16C-exact
-//!   widening). Accumulators: `A = acc[0]|acc[1]`, `B = acc[2]|acc[3]`.
-//!   A ragged last block is loaded alone (upper half zero, scale zero).
-//! - [`Tier::Avx2`]: ymm, one block per step, sign method
-//!   (`vpabsb w`, `vpsignb x, w`, `vpmaddubsw`, `vpmaddwd` with ones: exact
-//!   because activation quants are in `-127..=127`), `vpbroadcastw` +
-//!   `vcvtph2ps ymm` for scales, four ymm accumulators per row.
+//!   with `vpdpbusd` on `0x80` bytes and shared by the pass's rows).
+//! - [`Tier::Avx512Bw`]: the same zmm layout without VNNI: the sign method
+//!   (`vpmovb2m` takes w's signs into a mask, `vpblendmb` picks `x` or
+//!   `-x` (made once per pass), `vpabsb w`, then `vpmaddubsw` and
+//!   `vpmaddwd` with ones: exact because `|w| ≤ 128` and activation quants
+//!   are in `-127..=127`, so a pair sum is at most 32512 and never
+//!   saturates).
+//! - [`Tier::Avx2`]: ymm, one block per step, the sign method with
+//!   `vpsignb`, four ymm accumulators per row.
 //!
-//! Both have a multi-row pass (`rows_per_pass` rows sharing the x loads and
-//! x scales, each row's stream software-prefetched 2 KiB ahead: without it
-//! the 2- and 4-row passes ran at about half speed from DRAM) followed by
-//! a one-row pass for the remaining rows; rows are
-//! the outer loop and vectors the inner one (a batch re-reads a pass's W
-//! rows from cache). Every operation of the float part is the contract's
+//! Scales: AVX-512 tiers broadcast block `b`'s binary16 scale into words
+//! 0..8 and block `b+1`'s into words 8..16 of a ymm (the second a masked
+//! `vpbroadcastw`), then one `vcvtph2ps zmm` (F16C-exact widening);
+//! AVX2 uses `vpbroadcastw` + `vcvtph2ps ymm`. Accumulators: AVX-512 `A =
+//! acc[0]|acc[1]`, `B = acc[2]|acc[3]`; a ragged last block is loaded alone
+//! (upper half zero, scale zero, so its lanes add `+0.0`).
+//!
+//! A multi-row pass (`rows_per_pass` rows sharing the x loads and x
+//! scales, each row's stream software-prefetched [`PREFETCH`] bytes ahead:
+//! without it the 2- and 4-row passes ran at about half speed from DRAM)
+//! is followed by a one-row pass for the remaining rows; rows are the
+//! outer loop and vectors the inner one (a batch re-reads a pass's W rows
+//! from cache). Every operation of the float part is the contract's
 //! (`vmulps` then `vaddps`, never FMA), and the fold is the contract's
-//! order.
+//! order. No load assumes alignment.
 //!
 //! Frame: SysV or Win64 ([`Q8MatvecX64::with_abi`]); the argument pointer
 //! is moved to `rdi` for the whole body (on Win64 it arrives in `rcx`,
@@ -30,25 +40,34 @@
 //! The body reads only the blocks of rows `row_start..row_end` and of the
 //! `batch` vectors, and writes only their outputs.
 
-use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    byte_ptr, dword_ptr, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9, rax, rbp, rbx, rcx, rdi,
-    rdx, rsi, word_ptr, ymmword_ptr, AsmMemoryOperand, AsmRegister64, AsmRegisterXmm,
-    AsmRegisterYmm, AsmRegisterZmm,
+    byte_ptr, dword_ptr, eax, k1, k2, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9, rax, rbp,
+    rbx, rcx, rdi, rdx, rsi, word_ptr, ymmword_ptr, AsmMemoryOperand, AsmRegister64,
+    AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel,
 };
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use super::arm::ARM_NAME;
+use super::arm::{site_dims, ARM_NAME};
 use super::{offsets, ARGS_NAME, BLOCK_BYTES, FAMILY};
 
 /// Which instruction set a twin is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tier {
-    /// AVX2 + F16C, ymm registers, `vpmaddubsw`/`vpmaddwd`.
+    /// AVX2 + F16C, ymm registers, `vpsignb`/`vpmaddubsw`/`vpmaddwd`.
     Avx2,
+    /// AVX-512 F/BW/VL without VNNI: zmm `vpmaddubsw`/`vpmaddwd`, two
+    /// blocks per zmm.
+    Avx512Bw,
     /// AVX-512 F/BW/VL + AVX-512 VNNI, zmm registers, EVEX `vpdpbusd`.
     Avx512Vnni,
+}
+
+impl Tier {
+    fn is_avx512(self) -> bool {
+        matches!(self, Tier::Avx512Bw | Tier::Avx512Vnni)
+    }
 }
 
 /// One x64 twin of the `q8_0.matvec` arm.
@@ -57,21 +76,37 @@ pub struct Q8MatvecX64 {
     tier: Tier,
     rows_per_pass: u8,
     abi: Abi,
+    /// Software-prefetch distance of the multi-row passes, bytes (0: none).
+    prefetch: i32,
 }
 
 /// Every twin this module offers.
-pub const TWINS: [Q8MatvecX64; 5] = [
+pub const TWINS: [Q8MatvecX64; 8] = [
     Q8MatvecX64::new(Tier::Avx2, 1),
     Q8MatvecX64::new(Tier::Avx2, 2),
+    Q8MatvecX64::new(Tier::Avx512Bw, 1),
+    Q8MatvecX64::new(Tier::Avx512Bw, 2),
+    Q8MatvecX64::new(Tier::Avx512Bw, 4),
     Q8MatvecX64::new(Tier::Avx512Vnni, 1),
     Q8MatvecX64::new(Tier::Avx512Vnni, 2),
     Q8MatvecX64::new(Tier::Avx512Vnni, 4),
 ];
 
+/// AVX2 tier: `vpsignb`, `vpmaddubsw`, `vpmaddwd` (AVX2), `vcvtph2ps`
+/// (F16C). The contract forbids FMA, so FMA is not required.
 const AVX2_FEATURES: &[Feature] = &[Feature::Avx, Feature::Avx2, Feature::F16c];
-const AVX512_FEATURES: &[Feature] = &[
+const AVX512BW_FEATURES: &[Feature] = &[
     Feature::Avx,
     Feature::Avx2,
+    Feature::F16c,
+    Feature::Avx512f,
+    Feature::Avx512bw,
+    Feature::Avx512vl,
+];
+const AVX512VNNI_FEATURES: &[Feature] = &[
+    Feature::Avx,
+    Feature::Avx2,
+    Feature::F16c,
     Feature::Avx512f,
     Feature::Avx512bw,
     Feature::Avx512vl,
@@ -87,6 +122,17 @@ impl Q8MatvecX64 {
             tier,
             rows_per_pass,
             abi: Abi::host(),
+            prefetch: PREFETCH,
+        }
+    }
+
+    /// The same twin prefetching each row `bytes` ahead in its multi-row
+    /// passes (0: no software prefetch), for tuning; the bits it computes
+    /// do not depend on it.
+    pub const fn with_prefetch(self, bytes: i32) -> Self {
+        Self {
+            prefetch: bytes,
+            ..self
         }
     }
 
@@ -105,22 +151,54 @@ impl Q8MatvecX64 {
         self.rows_per_pass
     }
 
+    fn check_pass(&self) -> Result<usize, Refusal> {
+        let ok = match self.tier {
+            Tier::Avx2 => matches!(self.rows_per_pass, 1 | 2),
+            Tier::Avx512Bw | Tier::Avx512Vnni => matches!(self.rows_per_pass, 1 | 2 | 4),
+        };
+        if ok {
+            Ok(usize::from(self.rows_per_pass))
+        } else {
+            Err(Refusal::EmitError {
+                message: format!("{:?} has no {}-row pass", self.tier, self.rows_per_pass),
+            })
+        }
+    }
+
     /// Emit the body (independent of the geometry: any rows, blocks, batch
     /// the arguments name).
     pub fn emit_body(&self) -> Result<weft_x64::Emitted, Refusal> {
-        let max = match self.tier {
-            Tier::Avx2 => 2,
-            Tier::Avx512Vnni => 4,
-        };
-        if !(1..=max).contains(&self.rows_per_pass) || self.rows_per_pass == 3 {
-            return Err(Refusal::EmitError {
-                message: format!("{:?} has no {}-row pass", self.tier, self.rows_per_pass),
-            });
-        }
-        emit(self.tier, usize::from(self.rows_per_pass), self.abi).map_err(|e| Refusal::EmitError {
+        Ok(self.emit_marked()?.0)
+    }
+
+    fn emit_marked(&self) -> Result<(weft_x64::Emitted, Vec<Mark>), Refusal> {
+        let rows = self.check_pass()?;
+        emit(self.tier, rows, self.abi, self.prefetch).map_err(|e| Refusal::EmitError {
             message: e.to_string(),
         })
     }
+
+    /// The names of this twin's loops, outermost first, as [`Twin::nest`]
+    /// and the annotations in [`NativeCode::loops`] call them.
+    fn loop_names(&self) -> Vec<(String, u32)> {
+        let r = self.rows_per_pass;
+        let mut v = Vec::new();
+        let passes: &[u8] = if r > 1 { &[r, 1] } else { &[1] };
+        for &p in passes {
+            v.push((format!("r{p}.rows"), 0));
+            v.push((format!("r{p}.batch"), 1));
+            v.push((format!("r{p}.blocks4"), 2));
+        }
+        v
+    }
+}
+
+/// A loop the emitter wrote: its name and the labels on its first
+/// instruction and on its backward branch.
+struct Mark {
+    name: String,
+    head: CodeLabel,
+    back: CodeLabel,
 }
 
 // SAFETY: the body reads and writes only what the arguments' extents name
@@ -131,6 +209,10 @@ unsafe impl Twin for Q8MatvecX64 {
             (Tier::Avx2, 1) => "q8_0.matvec.twin.avx2.r1",
             (Tier::Avx2, 2) => "q8_0.matvec.twin.avx2.r2",
             (Tier::Avx2, _) => "q8_0.matvec.twin.avx2",
+            (Tier::Avx512Bw, 1) => "q8_0.matvec.twin.avx512bw.r1",
+            (Tier::Avx512Bw, 2) => "q8_0.matvec.twin.avx512bw.r2",
+            (Tier::Avx512Bw, 4) => "q8_0.matvec.twin.avx512bw.r4",
+            (Tier::Avx512Bw, _) => "q8_0.matvec.twin.avx512bw",
             (Tier::Avx512Vnni, 1) => "q8_0.matvec.twin.avx512vnni.r1",
             (Tier::Avx512Vnni, 2) => "q8_0.matvec.twin.avx512vnni.r2",
             (Tier::Avx512Vnni, 4) => "q8_0.matvec.twin.avx512vnni.r4",
@@ -149,7 +231,8 @@ unsafe impl Twin for Q8MatvecX64 {
     fn requires(&self) -> &'static [Feature] {
         match self.tier {
             Tier::Avx2 => AVX2_FEATURES,
-            Tier::Avx512Vnni => AVX512_FEATURES,
+            Tier::Avx512Bw => AVX512BW_FEATURES,
+            Tier::Avx512Vnni => AVX512VNNI_FEATURES,
         }
     }
 
@@ -169,13 +252,58 @@ unsafe impl Twin for Q8MatvecX64 {
                 layout: p.layout.to_owned(),
             });
         }
-        let emitted = self.emit_body()?;
+        // The geometry must be one the contract admits, as the arm checks.
+        site_dims(&offer.contract.geometry)?;
+        let (emitted, marks) = self.emit_marked()?;
+        let mut loops = Vec::with_capacity(marks.len());
+        for m in &marks {
+            let (Some(head), Some(back_edge)) =
+                (emitted.label_offset(&m.head), emitted.label_offset(&m.back))
+            else {
+                return Err(Refusal::EmitError {
+                    message: format!("{}: loop {} has no offsets", self.name(), m.name),
+                });
+            };
+            loops.push(LoopAnnotation {
+                name: m.name.clone(),
+                head,
+                back_edge,
+            });
+        }
         Ok(NativeCode {
             isa: Isa::X86_64,
             listing: emitted.listing.to_string(),
             bytes: emitted.bytes,
-            loops: Vec::new(),
+            loops,
         })
+    }
+
+    /// Rows per pass outermost, then vectors, then groups of four blocks:
+    /// for `rows_per_pass = R > 1`, `rR.rows` runs `rows / R` times, then
+    /// `r1.rows` runs `rows % R` times; each row pass walks `batch`
+    /// vectors and `blocks / 4` groups of four blocks (the `blocks % 4`
+    /// tail is straight-line code). Trips are at the offer's whole
+    /// geometry (a member view runs a sub-range of the rows).
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        let g = &offer.contract.geometry;
+        let rows = g.get("rows").unwrap_or(0);
+        let blocks = g.get("cols").unwrap_or(0) / 32;
+        let batch = g.get("batch").unwrap_or(1);
+        let r = u64::from(self.rows_per_pass.max(1));
+        self.loop_names()
+            .into_iter()
+            .map(|(name, depth)| {
+                let multi = r > 1 && !name.starts_with("r1.");
+                let trips = match depth {
+                    0 if multi => rows / r,
+                    0 if r > 1 => rows % r,
+                    0 => rows,
+                    1 => batch,
+                    _ => blocks / 4,
+                };
+                LoopTrip { name, trips, depth }
+            })
+            .collect()
     }
 }
 
@@ -285,7 +413,7 @@ const XMM: [AsmRegisterXmm; 32] = [
 ];
 
 /// How far ahead (bytes) the multi-row passes prefetch each row.
-const PREFETCH: i32 = 2048;
+pub const PREFETCH: i32 = 2048;
 
 // GPRs of the body.
 const ARGS: AsmRegister64 = rdi; // the argument struct
@@ -309,10 +437,15 @@ struct Regs {
     /// Accumulators: row `i`, group pair `p` (AVX-512: 2 per row) or group
     /// `g` (AVX2: 4 per row).
     acc: Vec<usize>,
+    /// VNNI: `0x80` bytes.
     bias: usize,
+    /// AVX2 and BW: `1` words, for `vpmaddwd`.
     ones: usize,
+    /// The x quants of the step.
     xq: usize,
+    /// VNNI: `-128 · Σx` per dword; BW: `-x` bytes.
     corr: usize,
+    /// The x scales of the step.
     sx: usize,
     wq: usize,
     q: usize,
@@ -324,7 +457,7 @@ struct Regs {
 impl Regs {
     fn new(tier: Tier, rows: usize) -> Regs {
         match tier {
-            Tier::Avx512Vnni => Regs {
+            Tier::Avx512Vnni | Tier::Avx512Bw => Regs {
                 acc: (16..16 + 2 * rows).collect(),
                 bias: 0,
                 ones: 1,
@@ -365,7 +498,31 @@ fn wmem(i: usize, disp: i32) -> AsmMemoryOperand {
     }
 }
 
-fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
+/// Open a marked loop: its head label is placed on the next instruction.
+fn loop_head(e: &mut Emitter, name: String) -> Result<Mark, EmitError> {
+    let mut head = e.create_label();
+    e.set_label(&mut head)?;
+    Ok(Mark {
+        name,
+        head,
+        back: e.create_label(),
+    })
+}
+
+/// Place `mark`'s back-edge label on the next instruction (the backward
+/// branch) and keep the mark.
+fn loop_back(e: &mut Emitter, mut mark: Mark, marks: &mut Vec<Mark>) -> Result<(), EmitError> {
+    e.set_label(&mut mark.back)?;
+    marks.push(mark);
+    Ok(())
+}
+
+fn emit(
+    tier: Tier,
+    rows: usize,
+    abi: Abi,
+    prefetch: i32,
+) -> Result<(weft_x64::Emitted, Vec<Mark>), EmitError> {
     let mut e = Emitter::new(abi)?;
     let regs_r = Regs::new(tier, rows);
     let regs_1 = Regs::new(tier, 1);
@@ -389,7 +546,8 @@ fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<weft_x64::Emitted, EmitErro
         let from = e.args_reg();
         e.asm().mov(ARGS, from)?;
     }
-    let body = |e: &mut Emitter| -> Result<(), EmitError> {
+    let mut marks = Vec::new();
+    let body = |e: &mut Emitter, marks: &mut Vec<Mark>| -> Result<(), EmitError> {
         for (reg, offset) in [
             (W, offsets::WEIGHTS),
             (X, offsets::X),
@@ -405,62 +563,108 @@ fn emit(tier: Tier, rows: usize, abi: Abi) -> Result<weft_x64::Emitted, EmitErro
             Tier::Avx512Vnni => {
                 e.broadcast_i32(ZMM[regs_r.bias], 0x8080_8080u32 as i32)?;
             }
+            Tier::Avx512Bw => {
+                e.broadcast_u16(ZMM[regs_r.ones], 1)?;
+            }
             Tier::Avx2 => {
                 e.broadcast_u16(YMM[regs_r.ones], 1)?;
             }
         }
+        if tier.is_avx512() {
+            // k2 selects words 8..16: the second block's scale.
+            e.asm().mov(eax, 0xff00)?;
+            e.asm().kmovw(k2, eax)?;
+        }
         // Rows outside, vectors inside: a pass's W rows are read once per
         // vector while they are still in cache.
         let mut done = e.create_label();
-        let mut r_multi = e.create_label();
         let mut r_single = e.create_label();
         e.asm().mov(R, qword_ptr(args + offsets::ROW_START))?;
         if rows > 1 {
-            e.set_label(&mut r_multi)?;
+            let mark = loop_head(e, format!("r{rows}.rows"))?;
+            let top = mark.head;
             e.asm().lea(rax, R + rows as i32)?;
             e.asm().cmp(rax, qword_ptr(args + offsets::ROW_END))?;
             e.asm().ja(r_single)?;
-            each_vector(e, |e| pass(e, tier, rows, &regs_r))?;
+            each_vector(e, marks, rows, |e, marks| {
+                pass(e, marks, tier, rows, &regs_r, prefetch)
+            })?;
             e.asm().add(R, rows as i32)?;
-            e.asm().jmp(r_multi)?;
+            loop_back(e, mark, marks)?;
+            e.asm().jmp(top)?;
         }
         e.set_label(&mut r_single)?;
+        let mark = Mark {
+            name: "r1.rows".to_owned(),
+            head: r_single,
+            back: e.create_label(),
+        };
         e.asm().cmp(R, qword_ptr(args + offsets::ROW_END))?;
         e.asm().jae(done)?;
-        each_vector(e, |e| pass(e, tier, 1, &regs_1))?;
+        each_vector(e, marks, 1, |e, marks| {
+            pass(e, marks, tier, 1, &regs_1, prefetch)
+        })?;
         e.asm().inc(R)?;
+        loop_back(e, mark, marks)?;
         e.asm().jmp(r_single)?;
         e.set_label(&mut done)?;
         Ok(())
     };
-    match tier {
-        Tier::Avx512Vnni => e.evex(body)?,
-        Tier::Avx2 => body(&mut e)?,
+    if tier.is_avx512() {
+        e.evex(|e| body(e, &mut marks))?;
+    } else {
+        body(&mut e, &mut marks)?;
     }
     e.epilogue()?;
-    e.finish()
+    // Outermost first, as the nest lists them.
+    marks.sort_by_key(|m| loop_order(&m.name));
+    Ok((e.finish()?, marks))
 }
 
-/// `body` for `N = 0..batch` (at least once: the contract has `batch ≥ 1`,
-/// and the loop tests first anyway).
+/// Sort key putting marks in nest order: multi-row pass first, then rows,
+/// batch, blocks.
+fn loop_order(name: &str) -> (bool, u8) {
+    let single = name.starts_with("r1.");
+    let level = if name.ends_with(".rows") {
+        0
+    } else if name.ends_with(".batch") {
+        1
+    } else {
+        2
+    };
+    (single, level)
+}
+
+/// `body` for `N = 0..batch` (the contract has `batch ≥ 1`, and the loop
+/// tests first anyway), marked `r{rows}.batch`.
 fn each_vector(
     e: &mut Emitter,
-    body: impl FnOnce(&mut Emitter) -> Result<(), EmitError>,
+    marks: &mut Vec<Mark>,
+    rows: usize,
+    body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
 ) -> Result<(), EmitError> {
-    let mut top = e.create_label();
     let mut out = e.create_label();
     e.asm().xor(N, N)?;
-    e.set_label(&mut top)?;
+    let mark = loop_head(e, format!("r{rows}.batch"))?;
+    let top = mark.head;
     e.asm().cmp(N, qword_ptr(ARGS + offsets::BATCH))?;
     e.asm().jae(out)?;
-    body(e)?;
+    body(e, marks)?;
     e.asm().inc(N)?;
+    loop_back(e, mark, marks)?;
     e.asm().jmp(top)?;
     e.set_label(&mut out)
 }
 
 /// One pass over `rows` rows starting at row `R` of vector `N`.
-fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitError> {
+fn pass(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    tier: Tier,
+    rows: usize,
+    g: &Regs,
+    prefetch: i32,
+) -> Result<(), EmitError> {
     let a = e.asm();
     a.mov(PW, R)?;
     a.imul_2(PW, ROW_BYTES)?;
@@ -470,46 +674,51 @@ fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitEr
     a.add(PX, X)?;
     for &acc in &g.acc {
         match tier {
-            Tier::Avx512Vnni => a.vpxord(ZMM[acc], ZMM[acc], ZMM[acc])?,
+            Tier::Avx512Vnni | Tier::Avx512Bw => a.vpxord(ZMM[acc], ZMM[acc], ZMM[acc])?,
             Tier::Avx2 => a.vpxor(YMM[acc], YMM[acc], YMM[acc])?,
         }
     }
     a.mov(COUNT, BLOCKS)?;
     a.shr(COUNT, 2)?;
-    e.counted_loop(COUNT, |e| {
-        // Software prefetch of every row's stream, PREFETCH bytes ahead: a
-        // multi-row pass reads several rows at once, which the hardware
-        // prefetchers follow poorly from DRAM (measured: 4-row pass at
-        // 4096×448, 4135 µs without, 2284 µs with 2 KiB).
-        if rows > 1 {
-            for i in 0..rows {
-                for line in [0, 68] {
-                    e.asm().prefetcht0(byte_ptr(wmem(i, PREFETCH + line)))?;
-                }
+    let mut skip = e.create_label();
+    e.asm().je(skip)?;
+    let mark = loop_head(e, format!("r{rows}.blocks4"))?;
+    // Software prefetch of every row's stream, `prefetch` bytes ahead: a
+    // multi-row pass reads several rows at once, which the hardware
+    // prefetchers follow poorly from DRAM (measured: 4-row pass at
+    // 4096×448, 4135 µs without, 2284 µs with 2 KiB).
+    if rows > 1 && prefetch > 0 {
+        for i in 0..rows {
+            for line in [0, 68] {
+                e.asm().prefetcht0(byte_ptr(wmem(i, prefetch + line)))?;
             }
         }
-        match tier {
-            Tier::Avx512Vnni => {
-                blocks512(e, rows, g, 0, 0, true)?;
-                blocks512(e, rows, g, 2 * BLOCK_BYTES as i32, 1, true)?;
-            }
-            Tier::Avx2 => {
-                for k in 0..4 {
-                    block256(e, rows, g, k * BLOCK_BYTES as i32, k as usize)?;
-                }
+    }
+    match tier {
+        Tier::Avx512Vnni | Tier::Avx512Bw => {
+            blocks512(e, tier, rows, g, 0, 0, true)?;
+            blocks512(e, tier, rows, g, 2 * BLOCK_BYTES as i32, 1, true)?;
+        }
+        Tier::Avx2 => {
+            for k in 0..4 {
+                block256(e, rows, g, k * BLOCK_BYTES as i32, k as usize)?;
             }
         }
-        e.asm().add(PW, 4 * BLOCK_BYTES as i32)?;
-        e.asm().add(PX, 4 * BLOCK_BYTES as i32)?;
-        Ok(())
-    })?;
+    }
+    e.asm().add(PW, 4 * BLOCK_BYTES as i32)?;
+    e.asm().add(PX, 4 * BLOCK_BYTES as i32)?;
+    e.asm().dec(COUNT)?;
+    let top = mark.head;
+    loop_back(e, mark, marks)?;
+    e.asm().jne(top)?;
+    e.set_label(&mut skip)?;
     // Tail: blocks % 4 more blocks into groups 0, 1, 2.
     let mut fold = e.create_label();
     let a = e.asm();
     a.mov(REM, BLOCKS)?;
     a.and(REM, 3)?;
     match tier {
-        Tier::Avx512Vnni => {
+        Tier::Avx512Vnni | Tier::Avx512Bw => {
             let mut one = e.create_label();
             let mut two = e.create_label();
             e.asm().cmp(REM, 1)?;
@@ -518,14 +727,14 @@ fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitEr
             e.asm().je(two)?;
             e.asm().cmp(REM, 3)?;
             e.asm().jne(fold)?;
-            blocks512(e, rows, g, 0, 0, true)?;
-            blocks512(e, rows, g, 2 * BLOCK_BYTES as i32, 1, false)?;
+            blocks512(e, tier, rows, g, 0, 0, true)?;
+            blocks512(e, tier, rows, g, 2 * BLOCK_BYTES as i32, 1, false)?;
             e.asm().jmp(fold)?;
             e.set_label(&mut two)?;
-            blocks512(e, rows, g, 0, 0, true)?;
+            blocks512(e, tier, rows, g, 0, 0, true)?;
             e.asm().jmp(fold)?;
             e.set_label(&mut one)?;
-            blocks512(e, rows, g, 0, 0, false)?;
+            blocks512(e, tier, rows, g, 0, 0, false)?;
         }
         Tier::Avx2 => {
             for k in 0..3 {
@@ -544,7 +753,7 @@ fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitEr
     for i in 0..rows {
         let (t, h) = (g.t, g.t2);
         match tier {
-            Tier::Avx512Vnni => {
+            Tier::Avx512Vnni | Tier::Avx512Bw => {
                 // (g0+g2 | g1+g3), then low + high.
                 a.vaddps(ZMM[t], ZMM[g.acc[2 * i]], ZMM[g.acc[2 * i + 1]])?;
                 a.vextractf64x4(YMM[h], ZMM[t], 1)?;
@@ -559,7 +768,7 @@ fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitEr
         }
         // u[j] = t[j] + t[j+4]; (u0+u2, u1+u3); v0 + v1.
         match tier {
-            Tier::Avx512Vnni => a.vextractf32x4(XMM[h], YMM[t], 1)?,
+            Tier::Avx512Vnni | Tier::Avx512Bw => a.vextractf32x4(XMM[h], YMM[t], 1)?,
             Tier::Avx2 => a.vextractf128(XMM[h], YMM[t], 1)?,
         }
         a.vaddps(XMM[t], XMM[t], XMM[h])?;
@@ -576,6 +785,7 @@ fn pass(e: &mut Emitter, tier: Tier, rows: usize, g: &Regs) -> Result<(), EmitEr
 /// into accumulator pair `p` of each row.
 fn blocks512(
     e: &mut Emitter,
+    tier: Tier,
     rows: usize,
     g: &Regs,
     disp: i32,
@@ -584,15 +794,24 @@ fn blocks512(
 ) -> Result<(), EmitError> {
     let a = e.asm();
     let next = disp + BLOCK_BYTES as i32;
-    // x quants, -128·Σx, x scales: shared by the rows.
+    // x quants, their correction term, x scales: shared by the rows.
     a.vmovdqu32(YMM[g.xq], ymmword_ptr(PX + disp + 2))?;
     if pair {
         a.vinserti64x4(ZMM[g.xq], ZMM[g.xq], ymmword_ptr(PX + next + 2), 1)?;
     }
-    a.vpxord(ZMM[g.corr], ZMM[g.corr], ZMM[g.corr])?;
-    a.vpdpbusd(ZMM[g.corr], ZMM[g.bias], ZMM[g.xq])?;
     a.vpxord(ZMM[g.t], ZMM[g.t], ZMM[g.t])?;
-    a.vpsubd(ZMM[g.corr], ZMM[g.t], ZMM[g.corr])?;
+    match tier {
+        Tier::Avx512Vnni => {
+            // corr = 0 - dot(0x80, x) = -128 · Σx per dword.
+            a.vpxord(ZMM[g.corr], ZMM[g.corr], ZMM[g.corr])?;
+            a.vpdpbusd(ZMM[g.corr], ZMM[g.bias], ZMM[g.xq])?;
+            a.vpsubd(ZMM[g.corr], ZMM[g.t], ZMM[g.corr])?;
+        }
+        _ => {
+            // corr = -x (exact: x ≠ -128).
+            a.vpsubb(ZMM[g.corr], ZMM[g.t], ZMM[g.xq])?;
+        }
+    }
     scales512(e, g.sx, g, PX + disp, PX + next, pair)?;
     for i in 0..rows {
         let a = e.asm();
@@ -600,9 +819,21 @@ fn blocks512(
         if pair {
             a.vinserti64x4(ZMM[g.wq], ZMM[g.wq], ymmword_ptr(wmem(i, next + 2)), 1)?;
         }
-        a.vpxorq(ZMM[g.wq], ZMM[g.wq], ZMM[g.bias])?;
-        a.vmovdqa64(ZMM[g.q], ZMM[g.corr])?;
-        a.vpdpbusd(ZMM[g.q], ZMM[g.wq], ZMM[g.xq])?;
+        match tier {
+            Tier::Avx512Vnni => {
+                a.vpxorq(ZMM[g.wq], ZMM[g.wq], ZMM[g.bias])?;
+                a.vmovdqa64(ZMM[g.q], ZMM[g.corr])?;
+                a.vpdpbusd(ZMM[g.q], ZMM[g.wq], ZMM[g.xq])?;
+            }
+            _ => {
+                // x' = w < 0 ? -x : x, u = |w| (128 for -128, as u8).
+                a.vpmovb2m(k1, ZMM[g.wq])?;
+                a.vpabsb(ZMM[g.wq], ZMM[g.wq])?;
+                a.vpblendmb(ZMM[g.q].k1(), ZMM[g.xq], ZMM[g.corr])?;
+                a.vpmaddubsw(ZMM[g.q], ZMM[g.wq], ZMM[g.q])?;
+                a.vpmaddwd(ZMM[g.q], ZMM[g.q], ZMM[g.ones])?;
+            }
+        }
         a.vcvtdq2ps(ZMM[g.q], ZMM[g.q])?;
         scales512(e, g.s, g, wmem(i, disp), wmem(i, next), pair)?;
         let a = e.asm();
@@ -615,7 +846,7 @@ fn blocks512(
 }
 
 /// `dst` = f32 of the scale at `lo` in lanes 0..8 and at `hi` in lanes
-/// 8..16 (zero there when `!pair`).
+/// 8..16 (zero there when `!pair`). `k2` selects words 8..16.
 fn scales512(
     e: &mut Emitter,
     dst: usize,
@@ -625,10 +856,12 @@ fn scales512(
     pair: bool,
 ) -> Result<(), EmitError> {
     let a = e.asm();
-    a.vpbroadcastw(XMM[g.t], word_ptr(lo))?;
     if pair {
-        a.vpbroadcastw(XMM[g.t2], word_ptr(hi))?;
-        a.vinserti32x4(YMM[g.t], YMM[g.t], XMM[g.t2], 1)?;
+        a.vpbroadcastw(YMM[g.t], word_ptr(lo))?;
+        a.vpbroadcastw(YMM[g.t].k2(), word_ptr(hi))?;
+    } else {
+        // An xmm write zeroes words 8..16.
+        a.vpbroadcastw(XMM[g.t], word_ptr(lo))?;
     }
     a.vcvtph2ps(ZMM[dst], YMM[g.t])?;
     Ok(())
