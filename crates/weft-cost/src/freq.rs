@@ -1,0 +1,432 @@
+//! How often each block runs: the loops found in the bytes matched to the
+//! candidate's nest, trip counts multiplied down the nesting, and a stated
+//! static rule for blocks reached conditionally.
+//!
+//! # Matching
+//!
+//! The nest lists loops outermost first, each followed by the loops nested
+//! in it, siblings in code order, with their depths. The loops found in the
+//! bytes are listed the same way ([`crate::cfg::Cfg::loops`]); the two lists
+//! must have the same length and the same depths, else the price is refused
+//! as `nest-mismatch`.
+//!
+//! # The execution estimate
+//!
+//! Each entry of a loop runs its `trips` iterations. Inside one iteration
+//! (or one call, for code outside every loop) a unit of *iteration mass*
+//! starts at the header and flows forward; a second kind, *entry mass*,
+//! stands for work done once per entry of the loop (the failing test of a
+//! top-tested loop, a tail pass). At each two-way branch the first rule that
+//! applies decides the split:
+//!
+//! 1. **Loop structure.** A back edge ends the iteration; an exit edge leaves
+//!    the loop once per entry, so iteration mass stays inside. Entry mass at
+//!    the header of a top-tested loop leaves through its exit (the header
+//!    runs `trips + 1` times per entry).
+//! 2. **Loop guard.** A branch that either enters an inner loop's header or
+//!    skips to that loop's exit goes into the loop when its trip count is
+//!    non-zero, past it otherwise.
+//! 3. **Rare lanes.** A branch whose condition comes (within its block) from
+//!    an all-lanes vector test (`vptest`, `kortest`, a vector-to-general
+//!    register move, arm64 `umov`/`fmov`) guards per-lane exceptional work:
+//!    the side that goes round the loop again (a latch) — or, when neither
+//!    or both do, the side that is the branch's post-dominator — is taken,
+//!    the other never (such blocks are counted as rare).
+//! 4. **Epilogue.** When both sides stay in the loop and only one of them can
+//!    reach the loop's exit without going round again — or both can, and
+//!    only the other dominates every latch — that side is the loop's way out
+//!    (a tail pass): it runs once per entry, not once per iteration.
+//! 5. **Otherwise** each side gets half (the static default of Wu and Larus,
+//!    "Static branch frequency and program profile analysis", MICRO 1994).
+//!    Entry mass at a non-header exit also splits half and half.
+//!
+//! Rule 5 is what prices a tail that the geometry decides (a `blocks % 4`
+//! remainder written as guarded copies): a chain of `k` guarded blocks is
+//! priced at `1/2 + 1/4 + … + 1/2^k` executions per iteration.
+
+use weft_kernel::LoopTrip;
+
+use crate::cfg::Cfg;
+use crate::decode::{Decoded, Flow, Reg};
+use crate::CostError;
+
+/// Executions per call of every block and loop.
+#[derive(Clone, Debug)]
+pub(crate) struct Estimate {
+    /// Executions of each block per call.
+    pub(crate) count: Vec<f64>,
+    /// Per block: iteration mass (runs per iteration of its innermost loop).
+    pub(crate) per_iteration: Vec<f64>,
+    /// Per block: entry mass (runs per entry of its innermost loop).
+    pub(crate) per_entry: Vec<f64>,
+    /// Entries per call of each loop.
+    pub(crate) entries: Vec<f64>,
+    /// Iterations per call of each loop (entries × trips).
+    pub(crate) iterations: Vec<f64>,
+    /// Blocks priced as never run by the rare-lanes rule.
+    pub(crate) rare_blocks: u32,
+}
+
+/// Check `nest` against the loops of `cfg`.
+pub(crate) fn match_nest(cfg: &Cfg, nest: &[LoopTrip]) -> Result<Vec<u64>, CostError> {
+    let found: Vec<u32> = cfg.loops.iter().map(|l| l.depth).collect();
+    let stated: Vec<u32> = nest.iter().map(|t| t.depth).collect();
+    if found != stated {
+        return Err(CostError::NestMismatch {
+            found: describe_found(cfg),
+            stated: describe_nest(nest),
+        });
+    }
+    Ok(nest.iter().map(|t| t.trips).collect())
+}
+
+fn describe_found(cfg: &Cfg) -> String {
+    let parts: Vec<String> = cfg
+        .loops
+        .iter()
+        .map(|l| format!("@{:#x}:{}", cfg.blocks[l.header].offset, l.depth))
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn describe_nest(nest: &[LoopTrip]) -> String {
+    let parts: Vec<String> = nest
+        .iter()
+        .map(|t| format!("{}:{}", t.name, t.depth))
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Which successor of each two-way block the rare-lanes rule never takes.
+pub(crate) fn rare_edges(code: &Decoded, cfg: &Cfg) -> Vec<Option<usize>> {
+    let mut rare = vec![None; cfg.blocks.len()];
+    let latch_blocks: Vec<bool> = (0..cfg.blocks.len())
+        .map(|b| cfg.loops.iter().any(|l| l.latches.contains(&b)))
+        .collect();
+    for (b, block) in cfg.blocks.iter().enumerate() {
+        if block.succs.len() != 2 || !branch_tests_lanes(code, block.first, block.end) {
+            continue;
+        }
+        // The common side goes round the loop again (a latch) or rejoins
+        // (the post-dominator); the latch decides when both qualify.
+        let (s0, s1) = (block.succs[0], block.succs[1]);
+        let by = |common: &dyn Fn(usize) -> bool| match (common(s0), common(s1)) {
+            (true, false) => Some(s1),
+            (false, true) => Some(s0),
+            _ => None,
+        };
+        rare[b] = by(&|s| latch_blocks[s]).or_else(|| by(&|s| cfg.ipdom[b] == Some(s)));
+    }
+    rare
+}
+
+/// Whether the branch ending instructions `first..end` decides on a value
+/// that came, within the block, from a vector lane test.
+fn branch_tests_lanes(code: &Decoded, first: usize, end: usize) -> bool {
+    let insts = &code.insts[first..end];
+    let Some((last, body)) = insts.split_last() else {
+        return false;
+    };
+    if !matches!(last.flow, Flow::Branch(_)) {
+        return false;
+    }
+    // Registers whose producers we still look for, walking backwards.
+    let mut wanted: Vec<Reg> = last.reads.iter().collect();
+    for inst in body.iter().rev() {
+        if wanted.is_empty() {
+            break;
+        }
+        let produces: Vec<Reg> = inst.writes.iter().filter(|w| wanted.contains(w)).collect();
+        if produces.is_empty() {
+            continue;
+        }
+        if inst.lane_test {
+            return true;
+        }
+        wanted.retain(|w| !produces.contains(w));
+        for r in inst.reads.iter() {
+            if !wanted.contains(&r) && wanted.len() < 8 {
+                wanted.push(r);
+            }
+        }
+    }
+    false
+}
+
+/// A node of one region's acyclic flow graph: one of its own blocks, or a
+/// loop nested in it, seen from outside as one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    Block(usize),
+    Loop(usize),
+}
+
+/// The region a block belongs to at `region`'s level: itself, a child
+/// loop, or nothing (outside `region`).
+fn node_of(cfg: &Cfg, region: Option<usize>, b: usize) -> Option<Node> {
+    if let Some(r) = region {
+        if !cfg.in_loop(r, b) {
+            return None;
+        }
+    }
+    // The outermost loop below `region` containing `b`.
+    let mut l = cfg.loop_of[b];
+    let mut child = None;
+    while let Some(x) = l {
+        if Some(x) == region {
+            break;
+        }
+        child = Some(x);
+        l = cfg.loops[x].parent;
+    }
+    Some(match child {
+        Some(c) => Node::Loop(c),
+        None => Node::Block(b),
+    })
+}
+
+/// Estimate executions per call with the rules of the module docs.
+pub(crate) fn estimate(
+    code: &Decoded,
+    cfg: &Cfg,
+    trips: &[u64],
+) -> Result<Estimate, CostError> {
+    let nb = cfg.blocks.len();
+    let nl = cfg.loops.len();
+    let rare = rare_edges(code, cfg);
+    let mut est = Estimate {
+        count: vec![0.0; nb],
+        per_iteration: vec![0.0; nb],
+        per_entry: vec![0.0; nb],
+        entries: vec![0.0; nl],
+        iterations: vec![0.0; nl],
+        rare_blocks: 0,
+    };
+    let mut order = vec![usize::MAX; nb];
+    for (k, &b) in cfg.rpo.iter().enumerate() {
+        order[b] = k;
+    }
+    // Loop entry masses, filled in as parents are processed (parents come
+    // first in the pre-order).
+    let mut entry_in: Vec<(f64, f64)> = vec![(0.0, 0.0); nl];
+    // Regions: the function, then every loop in pre-order.
+    let regions: Vec<Option<usize>> = std::iter::once(None).chain((0..nl).map(Some)).collect();
+    for region in regions {
+        let (iters, entries) = match region {
+            None => (1.0, 1.0),
+            Some(l) => {
+                let (a, e) = entry_in[l];
+                let parent_iters = cfg.loops[l].parent.map_or(1.0, |p| est.iterations[p]);
+                let parent_entries = cfg.loops[l].parent.map_or(1.0, |p| est.entries[p]);
+                let entries = a * parent_iters + e * parent_entries;
+                est.entries[l] = entries;
+                est.iterations[l] = entries * trips[l] as f64;
+                (est.iterations[l], entries)
+            }
+        };
+        // Own blocks and child loops, in reverse post-order.
+        let mut nodes: Vec<(usize, Node)> = Vec::new();
+        for b in 0..nb {
+            if order[b] == usize::MAX {
+                continue;
+            }
+            match node_of(cfg, region, b) {
+                Some(Node::Block(x)) => nodes.push((order[x], Node::Block(x))),
+                Some(Node::Loop(c)) if cfg.loops[c].header == b => {
+                    nodes.push((order[b], Node::Loop(c)))
+                }
+                _ => {}
+            }
+        }
+        nodes.sort_by_key(|(k, _)| *k);
+        let index_of = |n: Node| nodes.iter().position(|(_, m)| *m == n);
+        let mut mass: Vec<(f64, f64)> = vec![(0.0, 0.0); nodes.len()];
+        let start = match region {
+            None => Node::Block(0),
+            Some(l) => Node::Block(cfg.loops[l].header),
+        };
+        let header_exits = region.is_some_and(|l| {
+            let h = cfg.loops[l].header;
+            cfg.blocks[h].succs.iter().any(|&s| !cfg.in_loop(l, s))
+        });
+        if let Some(i) = index_of(start) {
+            mass[i] = (1.0, if header_exits { 1.0 } else { 0.0 });
+        }
+        for k in 0..nodes.len() {
+            let (a, e) = mass[k];
+            let node = nodes[k].1;
+            // Where this node's mass may go inside the region.
+            let (from_block, succs): (Option<usize>, Vec<usize>) = match node {
+                Node::Block(b) => {
+                    est.per_iteration[b] = a;
+                    est.per_entry[b] = e;
+                    est.count[b] = a * iters + e * entries;
+                    (Some(b), cfg.blocks[b].succs.clone())
+                }
+                Node::Loop(c) => {
+                    entry_in[c] = (a, e);
+                    // Exit targets of the child loop, one share per exit edge.
+                    let mut exits = Vec::new();
+                    for &x in &cfg.loops[c].blocks {
+                        for &s in &cfg.blocks[x].succs {
+                            if !cfg.in_loop(c, s) {
+                                exits.push(s);
+                            }
+                        }
+                    }
+                    (None, exits)
+                }
+            };
+            let is_back_edge = |s: usize| {
+                region.is_some_and(|l| s == cfg.loops[l].header)
+                    && from_block.is_some_and(|b| cfg.loops[region.unwrap_or(0)].latches.contains(&b))
+            };
+            let inside: Vec<usize> = succs
+                .iter()
+                .copied()
+                .filter(|&s| !is_back_edge(s))
+                .filter(|&s| node_of(cfg, region, s).is_some())
+                .collect();
+            let leaves = inside.len() < succs.len();
+            let push = |mass: &mut Vec<(f64, f64)>, s: usize, da: f64, de: f64| {
+                if let Some(n) = node_of(cfg, region, s) {
+                    if let Some(i) = index_of(n) {
+                        // Only forward in the order (a back edge to an inner
+                        // loop header is that loop's own business).
+                        if i > k {
+                            mass[i].0 += da;
+                            mass[i].1 += de;
+                        }
+                    }
+                }
+            };
+            match (node, inside.as_slice()) {
+                (_, []) => {}
+                (Node::Loop(_), targets) => {
+                    let share = 1.0 / targets.len() as f64;
+                    for &s in targets {
+                        push(&mut mass, s, a * share, e * share);
+                    }
+                }
+                (Node::Block(b), [s]) => {
+                    // One way on inside; the other (if any) leaves the region.
+                    let is_header = region.is_some_and(|l| cfg.loops[l].header == b);
+                    let e_on = if leaves && !is_header {
+                        e * 0.5
+                    } else if leaves {
+                        0.0
+                    } else {
+                        e
+                    };
+                    push(&mut mass, *s, a, e_on);
+                }
+                (Node::Block(b), [s0, s1, ..]) => {
+                    let (s0, s1) = (*s0, *s1);
+                    let rule = decide(cfg, region, b, s0, s1, trips, &rare);
+                    match rule {
+                        Split::Only(s, other) => {
+                            push(&mut mass, s, a, e);
+                            if rare[b] == Some(other) {
+                                est.rare_blocks += 1;
+                            }
+                        }
+                        Split::Epilogue { body, out } => {
+                            push(&mut mass, body, a, 0.0);
+                            push(&mut mass, out, 0.0, a + e);
+                        }
+                        Split::Half => {
+                            push(&mut mass, s0, a * 0.5, e * 0.5);
+                            push(&mut mass, s1, a * 0.5, e * 0.5);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(est)
+}
+
+/// How a two-way branch inside a region splits.
+enum Split {
+    /// All to the first, none to the second.
+    Only(usize, usize),
+    /// Iteration mass to `body`, the rest once per entry to `out`.
+    Epilogue { body: usize, out: usize },
+    /// Half each.
+    Half,
+}
+
+fn decide(
+    cfg: &Cfg,
+    region: Option<usize>,
+    b: usize,
+    s0: usize,
+    s1: usize,
+    trips: &[u64],
+    rare: &[Option<usize>],
+) -> Split {
+    // Rule 2: a guard around an inner loop.
+    for (into, past) in [(s0, s1), (s1, s0)] {
+        if let Some(c) = cfg.loops.iter().position(|l| l.header == into) {
+            let l = &cfg.loops[c];
+            let exits_to_past = l
+                .blocks
+                .iter()
+                .any(|&x| cfg.blocks[x].succs.contains(&past));
+            if !l.contains(b) && exits_to_past {
+                return if trips[c] > 0 {
+                    Split::Only(into, past)
+                } else {
+                    Split::Only(past, into)
+                };
+            }
+        }
+    }
+    // Rule 3: rare lanes.
+    if let Some(r) = rare[b] {
+        let common = if r == s0 { s1 } else { s0 };
+        return Split::Only(common, r);
+    }
+    // Rule 4: the loop's way out.
+    if let Some(l) = region {
+        let reach0 = reaches_exit(cfg, l, s0, rare);
+        let reach1 = reaches_exit(cfg, l, s1, rare);
+        let dominates_latches =
+            |s: usize| cfg.loops[l].latches.iter().all(|&x| cfg.dominates(s, x));
+        match (reach0, reach1) {
+            (true, false) => return Split::Epilogue { body: s1, out: s0 },
+            (false, true) => return Split::Epilogue { body: s0, out: s1 },
+            (true, true) => match (dominates_latches(s0), dominates_latches(s1)) {
+                (true, false) => return Split::Epilogue { body: s0, out: s1 },
+                (false, true) => return Split::Epilogue { body: s1, out: s0 },
+                _ => {}
+            },
+            (false, false) => {}
+        }
+    }
+    Split::Half
+}
+
+/// Whether some exit of loop `l` is reachable from `from` without passing
+/// through `l`'s header and without taking a rare edge.
+fn reaches_exit(cfg: &Cfg, l: usize, from: usize, rare: &[Option<usize>]) -> bool {
+    let lp = &cfg.loops[l];
+    let mut seen = vec![false; cfg.blocks.len()];
+    let mut work = vec![from];
+    while let Some(x) = work.pop() {
+        if seen[x] || x == lp.header || !lp.contains(x) {
+            continue;
+        }
+        seen[x] = true;
+        for &s in &cfg.blocks[x].succs {
+            if rare[x] == Some(s) {
+                continue;
+            }
+            if !lp.contains(s) {
+                return true;
+            }
+            work.push(s);
+        }
+    }
+    false
+}
