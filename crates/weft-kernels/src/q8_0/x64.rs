@@ -30,7 +30,7 @@
 //! The body reads only the blocks of rows `row_start..row_end` and of the
 //! `batch` vectors, and writes only their outputs.
 
-use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
     byte_ptr, dword_ptr, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9, rax, rbp, rbx, rcx, rdi,
@@ -176,6 +176,35 @@ unsafe impl Twin for Q8MatvecX64 {
             bytes: emitted.bytes,
             loops: Vec::new(),
         })
+    }
+
+    /// Rows outside, vectors inside: a pass loop over `rows / rows_per_pass`
+    /// multi-row passes (when `rows_per_pass > 1`), then a one-row loop
+    /// over the remaining rows, each with the vectors loop and the
+    /// four-block loop inside.
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        let g = &offer.contract.geometry;
+        let (Some(rows), Some(cols)) = (g.get("rows"), g.get("cols")) else {
+            return offer.loops.clone();
+        };
+        let batch = g.get("batch").unwrap_or(1);
+        let per = u64::from(self.rows_per_pass.max(1));
+        let blocks4 = cols / super::BLOCK_LEN as u64 / 4;
+        let trip = |name: &str, trips, depth| LoopTrip {
+            name: name.to_owned(),
+            trips,
+            depth,
+        };
+        let mut nest = Vec::new();
+        if per > 1 {
+            nest.push(trip("passes", rows / per, 0));
+            nest.push(trip("vectors", batch, 1));
+            nest.push(trip("blocks4", blocks4, 2));
+        }
+        nest.push(trip("rows", if per > 1 { rows % per } else { rows }, 0));
+        nest.push(trip("vectors", batch, 1));
+        nest.push(trip("blocks4", blocks4, 2));
+        nest
     }
 }
 
