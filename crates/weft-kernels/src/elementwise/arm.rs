@@ -436,6 +436,9 @@ unsafe impl weft_kernel::Arm for ElementwiseArm {
                 extent: len,
                 granule: 4,
             }),
+            // The scalar loop is inside the vector loop: a step whose
+            // rounding test fails goes back through it, and so does the
+            // tail, before the vector loop's header is tested again.
             loops: vec![
                 LoopTrip {
                     name: "vector".to_string(),
@@ -443,9 +446,9 @@ unsafe impl weft_kernel::Arm for ElementwiseArm {
                     depth: 0,
                 },
                 LoopTrip {
-                    name: "tail".to_string(),
+                    name: "scalar".to_string(),
                     trips: len % 4,
-                    depth: 0,
+                    depth: 1,
                 },
             ],
             flops: len * 30,
