@@ -33,9 +33,10 @@
 //!    or both do, the side that is the branch's post-dominator — is taken,
 //!    the other never (such blocks are counted as rare).
 //! 4. **Epilogue.** When both sides stay in the loop and only one of them can
-//!    reach the loop's exit without going round again — or both can, and
-//!    only the other dominates every latch — that side is the loop's way out
-//!    (a tail pass): it runs once per entry, not once per iteration.
+//!    reach an exit of the loop without passing its header or a latch — or
+//!    both can, and only the other dominates every latch — that side is the
+//!    loop's way out (a tail pass): it runs once per entry, not once per
+//!    iteration.
 //! 5. **Otherwise** each side gets half (the static default of Wu and Larus,
 //!    "Static branch frequency and program profile analysis", MICRO 1994).
 //!    Entry mass at a non-header exit also splits half and half.
@@ -242,7 +243,8 @@ pub(crate) fn estimate(
         let index_of = |n: Node| nodes.iter().position(|(_, m)| *m == n);
         let mut mass: Vec<(f64, f64)> = vec![(0.0, 0.0); nodes.len()];
         let start = match region {
-            None => Node::Block(0),
+            // The entry may itself head a loop.
+            None => node_of(cfg, None, 0).unwrap_or(Node::Block(0)),
             Some(l) => Node::Block(cfg.loops[l].header),
         };
         let header_exits = region.is_some_and(|l| {
@@ -408,13 +410,15 @@ fn decide(
 }
 
 /// Whether some exit of loop `l` is reachable from `from` without passing
-/// through `l`'s header and without taking a rare edge.
+/// through `l`'s header or one of its latches (the exit at the bottom of a
+/// loop is where every iteration goes, not a way out of the iteration) and
+/// without taking a rare edge.
 fn reaches_exit(cfg: &Cfg, l: usize, from: usize, rare: &[Option<usize>]) -> bool {
     let lp = &cfg.loops[l];
     let mut seen = vec![false; cfg.blocks.len()];
     let mut work = vec![from];
     while let Some(x) = work.pop() {
-        if seen[x] || x == lp.header || !lp.contains(x) {
+        if seen[x] || x == lp.header || !lp.contains(x) || lp.latches.contains(&x) {
             continue;
         }
         seen[x] = true;
