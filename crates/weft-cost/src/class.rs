@@ -56,8 +56,10 @@ pub enum Class {
     VecShift,
     /// A shuffle within 128-bit lanes (unpack, shuffle, movshdup, zip, ext).
     VecShuffle,
-    /// A shuffle across 128-bit lanes (insert, extract, permute, broadcast from a register).
+    /// A shuffle across 128-bit lanes (extract, permute).
     VecShuffleCross,
+    /// A 128- or 256-bit insert, or a broadcast from a vector register.
+    VecInsert,
     /// A blend selected by an immediate or a mask register.
     VecBlend,
     /// A blend selected by a vector of sign bits.
@@ -76,8 +78,10 @@ pub enum Class {
     FpCmpFlags,
     /// Conversions between integer and floating point of the same lane width.
     FpCvt,
-    /// Conversions that change the lane width (`vcvtps2pd`, `vcvtph2ps`, `fcvtl`).
+    /// Conversions that widen the lanes (`vcvtps2pd`, `vcvtph2ps`, `fcvtl`).
     FpCvtWiden,
+    /// Conversions that narrow the lanes (`vcvtpd2ps`, `vcvtps2ph`, `fcvtn`).
+    FpCvtNarrow,
     /// Floating-point rounding to an integral value.
     FpRound,
     /// Floating-point divide.
@@ -103,7 +107,7 @@ pub enum Class {
 
 impl Class {
     /// Every class, in table order.
-    pub const ALL: [Class; 43] = [
+    pub const ALL: [Class; 45] = [
         Class::IntAlu,
         Class::IntShift,
         Class::IntMul,
@@ -128,6 +132,7 @@ impl Class {
         Class::VecShift,
         Class::VecShuffle,
         Class::VecShuffleCross,
+        Class::VecInsert,
         Class::VecBlend,
         Class::VecBlendVar,
         Class::FpAdd,
@@ -138,6 +143,7 @@ impl Class {
         Class::FpCmpFlags,
         Class::FpCvt,
         Class::FpCvtWiden,
+        Class::FpCvtNarrow,
         Class::FpRound,
         Class::FpDiv,
         Class::FpSqrt,
@@ -176,6 +182,7 @@ impl Class {
             Class::VecShift => "vec.shift",
             Class::VecShuffle => "vec.shuffle",
             Class::VecShuffleCross => "vec.shuffle-cross",
+            Class::VecInsert => "vec.insert",
             Class::VecBlend => "vec.blend",
             Class::VecBlendVar => "vec.blend-var",
             Class::FpAdd => "fp.add",
@@ -185,7 +192,8 @@ impl Class {
             Class::FpCmp => "fp.cmp",
             Class::FpCmpFlags => "fp.cmp-flags",
             Class::FpCvt => "fp.cvt",
-            Class::FpCvtWiden => "fp.cvt-width",
+            Class::FpCvtWiden => "fp.cvt-widen",
+            Class::FpCvtNarrow => "fp.cvt-narrow",
             Class::FpRound => "fp.round",
             Class::FpDiv => "fp.div",
             Class::FpSqrt => "fp.sqrt",

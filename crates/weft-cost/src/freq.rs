@@ -186,15 +186,135 @@ fn node_of(cfg: &Cfg, region: Option<usize>, b: usize) -> Option<Node> {
     })
 }
 
+/// One region's flow graph, precomputed from the bytes alone.
+#[derive(Clone, Debug)]
+struct RegionGraph {
+    /// Nodes in reverse post-order.
+    nodes: Vec<Node>,
+    /// Per node: the successors that stay in the region (block, node
+    /// index), forward only.
+    succs: Vec<Vec<(usize, usize)>>,
+    /// Per node: whether some successor leaves the region (an exit, a back
+    /// edge, a return).
+    leaves: Vec<bool>,
+    /// The start node.
+    start: Option<usize>,
+    /// The header tests the loop's exit (a top-tested loop).
+    header_exits: bool,
+}
+
+/// Everything the estimate needs that depends only on the bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct Shape {
+    rare: Vec<Option<usize>>,
+    /// Per loop, per block: the block reaches an exit of the loop without
+    /// passing its header or a latch (rule 4).
+    exit_reach: Vec<Vec<bool>>,
+    /// Region 0 is the function, region `1 + l` loop `l`.
+    regions: Vec<RegionGraph>,
+}
+
+impl Shape {
+    /// Precompute the flow graphs of `cfg`.
+    pub(crate) fn of(code: &Decoded, cfg: &Cfg) -> Shape {
+        let nb = cfg.blocks.len();
+        let nl = cfg.loops.len();
+        let rare = rare_edges(code, cfg);
+        let exit_reach = (0..nl).map(|l| exit_reach(cfg, l, &rare)).collect();
+        let mut order = vec![usize::MAX; nb];
+        for (k, &b) in cfg.rpo.iter().enumerate() {
+            order[b] = k;
+        }
+        let regions = std::iter::once(None)
+            .chain((0..nl).map(Some))
+            .map(|region| {
+                let mut nodes: Vec<(usize, Node)> = Vec::new();
+                for b in 0..nb {
+                    if order[b] == usize::MAX {
+                        continue;
+                    }
+                    match node_of(cfg, region, b) {
+                        Some(Node::Block(x)) => nodes.push((order[x], Node::Block(x))),
+                        Some(Node::Loop(c)) if cfg.loops[c].header == b => {
+                            nodes.push((order[b], Node::Loop(c)))
+                        }
+                        _ => {}
+                    }
+                }
+                nodes.sort_by_key(|(k, _)| *k);
+                let nodes: Vec<Node> = nodes.into_iter().map(|(_, n)| n).collect();
+                let mut block_index = vec![usize::MAX; nb];
+                let mut loop_index = vec![usize::MAX; nl];
+                for (i, n) in nodes.iter().enumerate() {
+                    match n {
+                        Node::Block(b) => block_index[*b] = i,
+                        Node::Loop(c) => loop_index[*c] = i,
+                    }
+                }
+                let index_of = |s: usize| match node_of(cfg, region, s) {
+                    Some(Node::Block(b)) => Some(block_index[b]),
+                    Some(Node::Loop(c)) => Some(loop_index[c]),
+                    None => None,
+                };
+                let header = region.map(|l| cfg.loops[l].header);
+                let mut succs = Vec::with_capacity(nodes.len());
+                let mut leaves = Vec::with_capacity(nodes.len());
+                for (k, n) in nodes.iter().enumerate() {
+                    let out: Vec<usize> = match *n {
+                        Node::Block(b) => cfg.blocks[b].succs.clone(),
+                        Node::Loop(c) => {
+                            // One share per exit edge of the child loop.
+                            let mut exits = Vec::new();
+                            for &x in &cfg.loops[c].blocks {
+                                for &s in &cfg.blocks[x].succs {
+                                    if !cfg.in_loop(c, s) {
+                                        exits.push(s);
+                                    }
+                                }
+                            }
+                            exits
+                        }
+                    };
+                    let inside: Vec<(usize, usize)> = out
+                        .iter()
+                        .copied()
+                        .filter(|&s| Some(s) != header)
+                        .filter_map(|s| index_of(s).filter(|&i| i != usize::MAX && i > k).map(|i| (s, i)))
+                        .collect();
+                    leaves.push(inside.len() < out.len());
+                    succs.push(inside);
+                }
+                let start = match region {
+                    // The entry may itself head a loop.
+                    None => index_of(0),
+                    Some(l) => Some(block_index[cfg.loops[l].header]),
+                }
+                .filter(|&i| i != usize::MAX);
+                let header_exits = region.is_some_and(|l| {
+                    let h = cfg.loops[l].header;
+                    cfg.blocks[h].succs.iter().any(|&s| !cfg.in_loop(l, s))
+                });
+                RegionGraph {
+                    nodes,
+                    succs,
+                    leaves,
+                    start,
+                    header_exits,
+                }
+            })
+            .collect();
+        Shape {
+            rare,
+            exit_reach,
+            regions,
+        }
+    }
+}
+
 /// Estimate executions per call with the rules of the module docs.
-pub(crate) fn estimate(
-    code: &Decoded,
-    cfg: &Cfg,
-    trips: &[u64],
-) -> Result<Estimate, CostError> {
+pub(crate) fn estimate(shape: &Shape, cfg: &Cfg, trips: &[u64]) -> Estimate {
     let nb = cfg.blocks.len();
     let nl = cfg.loops.len();
-    let rare = rare_edges(code, cfg);
     let mut est = Estimate {
         count: vec![0.0; nb],
         per_iteration: vec![0.0; nb],
@@ -203,16 +323,11 @@ pub(crate) fn estimate(
         iterations: vec![0.0; nl],
         rare_blocks: 0,
     };
-    let mut order = vec![usize::MAX; nb];
-    for (k, &b) in cfg.rpo.iter().enumerate() {
-        order[b] = k;
-    }
     // Loop entry masses, filled in as parents are processed (parents come
     // first in the pre-order).
     let mut entry_in: Vec<(f64, f64)> = vec![(0.0, 0.0); nl];
-    // Regions: the function, then every loop in pre-order.
-    let regions: Vec<Option<usize>> = std::iter::once(None).chain((0..nl).map(Some)).collect();
-    for region in regions {
+    for (r, g) in shape.regions.iter().enumerate() {
+        let region = r.checked_sub(1);
         let (iters, entries) = match region {
             None => (1.0, 1.0),
             Some(l) => {
@@ -225,127 +340,67 @@ pub(crate) fn estimate(
                 (est.iterations[l], entries)
             }
         };
-        // Own blocks and child loops, in reverse post-order.
-        let mut nodes: Vec<(usize, Node)> = Vec::new();
-        for b in 0..nb {
-            if order[b] == usize::MAX {
-                continue;
-            }
-            match node_of(cfg, region, b) {
-                Some(Node::Block(x)) => nodes.push((order[x], Node::Block(x))),
-                Some(Node::Loop(c)) if cfg.loops[c].header == b => {
-                    nodes.push((order[b], Node::Loop(c)))
-                }
-                _ => {}
-            }
+        let mut mass: Vec<(f64, f64)> = vec![(0.0, 0.0); g.nodes.len()];
+        if let Some(i) = g.start {
+            mass[i] = (1.0, if g.header_exits { 1.0 } else { 0.0 });
         }
-        nodes.sort_by_key(|(k, _)| *k);
-        let index_of = |n: Node| nodes.iter().position(|(_, m)| *m == n);
-        let mut mass: Vec<(f64, f64)> = vec![(0.0, 0.0); nodes.len()];
-        let start = match region {
-            // The entry may itself head a loop.
-            None => node_of(cfg, None, 0).unwrap_or(Node::Block(0)),
-            Some(l) => Node::Block(cfg.loops[l].header),
-        };
-        let header_exits = region.is_some_and(|l| {
-            let h = cfg.loops[l].header;
-            cfg.blocks[h].succs.iter().any(|&s| !cfg.in_loop(l, s))
-        });
-        if let Some(i) = index_of(start) {
-            mass[i] = (1.0, if header_exits { 1.0 } else { 0.0 });
-        }
-        for k in 0..nodes.len() {
+        for k in 0..g.nodes.len() {
             let (a, e) = mass[k];
-            let node = nodes[k].1;
-            // Where this node's mass may go inside the region.
-            let (from_block, succs): (Option<usize>, Vec<usize>) = match node {
-                Node::Block(b) => {
+            let inside = &g.succs[k];
+            match (g.nodes[k], inside.as_slice()) {
+                (Node::Block(b), _) => {
                     est.per_iteration[b] = a;
                     est.per_entry[b] = e;
                     est.count[b] = a * iters + e * entries;
-                    (Some(b), cfg.blocks[b].succs.clone())
                 }
-                Node::Loop(c) => {
-                    entry_in[c] = (a, e);
-                    // Exit targets of the child loop, one share per exit edge.
-                    let mut exits = Vec::new();
-                    for &x in &cfg.loops[c].blocks {
-                        for &s in &cfg.blocks[x].succs {
-                            if !cfg.in_loop(c, s) {
-                                exits.push(s);
-                            }
-                        }
-                    }
-                    (None, exits)
-                }
+                (Node::Loop(c), _) => entry_in[c] = (a, e),
+            }
+            let mut push = |i: usize, da: f64, de: f64| {
+                mass[i].0 += da;
+                mass[i].1 += de;
             };
-            let is_back_edge = |s: usize| {
-                region.is_some_and(|l| s == cfg.loops[l].header)
-                    && from_block.is_some_and(|b| cfg.loops[region.unwrap_or(0)].latches.contains(&b))
-            };
-            let inside: Vec<usize> = succs
-                .iter()
-                .copied()
-                .filter(|&s| !is_back_edge(s))
-                .filter(|&s| node_of(cfg, region, s).is_some())
-                .collect();
-            let leaves = inside.len() < succs.len();
-            let push = |mass: &mut Vec<(f64, f64)>, s: usize, da: f64, de: f64| {
-                if let Some(n) = node_of(cfg, region, s) {
-                    if let Some(i) = index_of(n) {
-                        // Only forward in the order (a back edge to an inner
-                        // loop header is that loop's own business).
-                        if i > k {
-                            mass[i].0 += da;
-                            mass[i].1 += de;
-                        }
-                    }
-                }
-            };
-            match (node, inside.as_slice()) {
+            match (g.nodes[k], inside.as_slice()) {
                 (_, []) => {}
                 (Node::Loop(_), targets) => {
                     let share = 1.0 / targets.len() as f64;
-                    for &s in targets {
-                        push(&mut mass, s, a * share, e * share);
+                    for &(_, i) in targets {
+                        push(i, a * share, e * share);
                     }
                 }
-                (Node::Block(b), [s]) => {
+                (Node::Block(b), [(_, i)]) => {
                     // One way on inside; the other (if any) leaves the region.
                     let is_header = region.is_some_and(|l| cfg.loops[l].header == b);
-                    let e_on = if leaves && !is_header {
-                        e * 0.5
-                    } else if leaves {
-                        0.0
-                    } else {
-                        e
+                    let e_on = match (g.leaves[k], is_header) {
+                        (false, _) => e,
+                        (true, true) => 0.0,
+                        (true, false) => e * 0.5,
                     };
-                    push(&mut mass, *s, a, e_on);
+                    push(*i, a, e_on);
                 }
-                (Node::Block(b), [s0, s1, ..]) => {
-                    let (s0, s1) = (*s0, *s1);
-                    let rule = decide(cfg, region, b, s0, s1, trips, &rare);
-                    match rule {
+                (Node::Block(b), [(s0, i0), (s1, i1), ..]) => {
+                    let (s0, i0, s1, i1) = (*s0, *i0, *s1, *i1);
+                    let at = |s: usize| if s == s0 { i0 } else { i1 };
+                    match decide(shape, cfg, region, b, s0, s1, trips) {
                         Split::Only(s, other) => {
-                            push(&mut mass, s, a, e);
-                            if rare[b] == Some(other) {
+                            push(at(s), a, e);
+                            if shape.rare[b] == Some(other) {
                                 est.rare_blocks += 1;
                             }
                         }
                         Split::Epilogue { body, out } => {
-                            push(&mut mass, body, a, 0.0);
-                            push(&mut mass, out, 0.0, a + e);
+                            push(at(body), a, 0.0);
+                            push(at(out), 0.0, a + e);
                         }
                         Split::Half => {
-                            push(&mut mass, s0, a * 0.5, e * 0.5);
-                            push(&mut mass, s1, a * 0.5, e * 0.5);
+                            push(i0, a * 0.5, e * 0.5);
+                            push(i1, a * 0.5, e * 0.5);
                         }
                     }
                 }
             }
         }
     }
-    Ok(est)
+    est
 }
 
 /// How a two-way branch inside a region splits.
@@ -359,13 +414,13 @@ enum Split {
 }
 
 fn decide(
+    shape: &Shape,
     cfg: &Cfg,
     region: Option<usize>,
     b: usize,
     s0: usize,
     s1: usize,
     trips: &[u64],
-    rare: &[Option<usize>],
 ) -> Split {
     // Rule 2: a guard around an inner loop.
     for (into, past) in [(s0, s1), (s1, s0)] {
@@ -385,14 +440,14 @@ fn decide(
         }
     }
     // Rule 3: rare lanes.
-    if let Some(r) = rare[b] {
+    if let Some(r) = shape.rare[b] {
         let common = if r == s0 { s1 } else { s0 };
         return Split::Only(common, r);
     }
     // Rule 4: the loop's way out.
     if let Some(l) = region {
-        let reach0 = reaches_exit(cfg, l, s0, rare);
-        let reach1 = reaches_exit(cfg, l, s1, rare);
+        let reach0 = shape.exit_reach[l][s0];
+        let reach1 = shape.exit_reach[l][s1];
         let dominates_latches =
             |s: usize| cfg.loops[l].latches.iter().all(|&x| cfg.dominates(s, x));
         match (reach0, reach1) {
@@ -409,28 +464,36 @@ fn decide(
     Split::Half
 }
 
-/// Whether some exit of loop `l` is reachable from `from` without passing
-/// through `l`'s header or one of its latches (the exit at the bottom of a
-/// loop is where every iteration goes, not a way out of the iteration) and
-/// without taking a rare edge.
-fn reaches_exit(cfg: &Cfg, l: usize, from: usize, rare: &[Option<usize>]) -> bool {
+/// Per block: whether some exit of loop `l` is reachable from it without
+/// passing through `l`'s header or one of its latches (the exit at the
+/// bottom of a loop is where every iteration goes, not a way out of the
+/// iteration) and without taking a rare edge.
+fn exit_reach(cfg: &Cfg, l: usize, rare: &[Option<usize>]) -> Vec<bool> {
     let lp = &cfg.loops[l];
-    let mut seen = vec![false; cfg.blocks.len()];
-    let mut work = vec![from];
+    let excluded = |x: usize| x == lp.header || lp.latches.contains(&x);
+    let mut reach = vec![false; cfg.blocks.len()];
+    let mut work: Vec<usize> = lp
+        .blocks
+        .iter()
+        .copied()
+        .filter(|&x| !excluded(x))
+        .filter(|&x| {
+            cfg.blocks[x]
+                .succs
+                .iter()
+                .any(|&s| !lp.contains(s) && rare[x] != Some(s))
+        })
+        .collect();
     while let Some(x) = work.pop() {
-        if seen[x] || x == lp.header || !lp.contains(x) || lp.latches.contains(&x) {
+        if reach[x] {
             continue;
         }
-        seen[x] = true;
-        for &s in &cfg.blocks[x].succs {
-            if rare[x] == Some(s) {
-                continue;
+        reach[x] = true;
+        for &p in &cfg.blocks[x].preds {
+            if lp.contains(p) && !excluded(p) && !reach[p] && rare[p] != Some(x) {
+                work.push(p);
             }
-            if !lp.contains(s) {
-                return true;
-            }
-            work.push(s);
         }
     }
-    false
+    reach
 }

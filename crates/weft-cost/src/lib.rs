@@ -291,6 +291,28 @@ impl Roofline {
 /// on it.
 pub const FALLBACK_INSTRUCTIONS_PER_CYCLE: f64 = 2.0;
 
+/// The decoded body, its CFG and its instructions' costs under the
+/// model's table: all that depends only on the bytes.
+#[derive(Debug)]
+struct Analysis {
+    decoded: decode::Decoded,
+    cfg: cfg::Cfg,
+    shape: freq::Shape,
+    costs: Vec<model::Cost>,
+}
+
+/// Bodies recently analysed, by their bytes. A planner prices the same
+/// bytes at many sites (a body does not depend on the geometry), so only
+/// the first price of a body decodes it. Holding at most
+/// [`ANALYSIS_CACHE`] entries; a hit compares the bytes, not just a hash.
+#[derive(Debug, Default)]
+struct AnalysisCache {
+    entries: std::sync::Mutex<Vec<(Isa, Vec<u8>, std::sync::Arc<Analysis>)>>,
+}
+
+/// Bodies an analysis cache holds.
+const ANALYSIS_CACHE: usize = 64;
+
 /// A cost model for one host: a port table (or the instruction-count
 /// fallback) and a roofline.
 #[derive(Clone, Debug)]
@@ -298,6 +320,7 @@ pub struct CostModel {
     isa: Isa,
     table: Option<&'static PortTable>,
     roofline: Roofline,
+    cache: std::sync::Arc<AnalysisCache>,
 }
 
 impl CostModel {
@@ -338,6 +361,7 @@ impl CostModel {
                 bandwidth: table.bandwidth,
                 caches: table.caches,
             },
+            cache: Default::default(),
         }
     }
 
@@ -358,6 +382,7 @@ impl CostModel {
                     l3: 8 << 20,
                 },
             },
+            cache: Default::default(),
         }
     }
 
@@ -401,14 +426,14 @@ impl CostModel {
                 model: self.isa,
             });
         }
-        let decoded = decode::decode(code.isa, &code.bytes)?;
-        let cfg = cfg::Cfg::build(&decoded)?;
-        let trips = freq::match_nest(&cfg, nest)?;
-        let est = freq::estimate(&decoded, &cfg, &trips)?;
+        let analysis = self.analyse(code)?;
+        let (decoded, cfg) = (&analysis.decoded, &analysis.cfg);
+        let trips = freq::match_nest(cfg, nest)?;
+        let est = freq::estimate(&analysis.shape, cfg, &trips);
         let region = |r: Option<usize>| match self.table {
-            Some(t) => model::region_cost(code.isa, t, &decoded, &cfg, &est, r),
+            Some(t) => model::region_cost(code.isa, t, decoded, &analysis.costs, cfg, &est, r),
             None => {
-                model::region_count(&decoded, &cfg, &est, r, FALLBACK_INSTRUCTIONS_PER_CYCLE)
+                model::region_count(decoded, cfg, &est, r, FALLBACK_INSTRUCTIONS_PER_CYCLE)
             }
         };
         let outside = region(None);
@@ -456,6 +481,43 @@ impl CostModel {
             level,
             table: self.table.map(|t| t.id.clone()),
         })
+    }
+}
+
+impl CostModel {
+    /// The analysis of `code`'s bytes, from the cache or made now.
+    fn analyse(&self, code: &NativeCode) -> Result<std::sync::Arc<Analysis>, CostError> {
+        let lookup = |entries: &Vec<(Isa, Vec<u8>, std::sync::Arc<Analysis>)>| {
+            entries
+                .iter()
+                .find(|(isa, bytes, _)| *isa == code.isa && *bytes == code.bytes)
+                .map(|(_, _, a)| std::sync::Arc::clone(a))
+        };
+        if let Ok(entries) = self.cache.entries.lock() {
+            if let Some(a) = lookup(&entries) {
+                return Ok(a);
+            }
+        }
+        let decoded = decode::decode(code.isa, &code.bytes)?;
+        let cfg = cfg::Cfg::build(&decoded)?;
+        let shape = freq::Shape::of(&decoded, &cfg);
+        let costs = match self.table {
+            Some(t) => model::costs(t, &decoded),
+            None => Vec::new(),
+        };
+        let a = std::sync::Arc::new(Analysis {
+            decoded,
+            cfg,
+            shape,
+            costs,
+        });
+        if let Ok(mut entries) = self.cache.entries.lock() {
+            if entries.len() >= ANALYSIS_CACHE {
+                entries.remove(0);
+            }
+            entries.push((code.isa, code.bytes.clone(), std::sync::Arc::clone(&a)));
+        }
+        Ok(a)
     }
 }
 

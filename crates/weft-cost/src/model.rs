@@ -59,17 +59,22 @@ pub(crate) struct RegionCost {
     pub(crate) body: Vec<usize>,
 }
 
-/// The µop cost of one instruction under `table`.
-struct Cost<'t> {
+/// The µop cost of one instruction under a table, computed once per body.
+#[derive(Clone, Debug)]
+pub(crate) struct Cost {
     uops: f64,
     usage: Vec<(u32, f64)>,
     latency: f64,
     /// Extra latency for inputs that come through memory.
     load_latency: f64,
-    _table: std::marker::PhantomData<&'t ()>,
 }
 
-fn cost<'t>(table: &'t PortTable, inst: &Inst) -> Cost<'t> {
+/// The cost of every instruction of `code` under `table`.
+pub(crate) fn costs(table: &PortTable, code: &Decoded) -> Vec<Cost> {
+    code.insts.iter().map(|i| cost(table, i)).collect()
+}
+
+fn cost(table: &PortTable, inst: &Inst) -> Cost {
     let row = if inst.known {
         table.row(inst.class, inst.width)
     } else {
@@ -101,16 +106,11 @@ fn cost<'t>(table: &'t PortTable, inst: &Inst) -> Cost<'t> {
         };
         usage.extend(store.usage.iter().copied());
     }
-    if inst.class.is_memory() && reads_mem {
-        // A pure load's row latency is its load-to-use latency.
-        load_latency = 0.0;
-    }
     Cost {
         uops: row.uops + f64::from(inst.extra_uops),
         usage,
         latency: row.latency,
         load_latency,
-        _table: std::marker::PhantomData,
     }
 }
 
@@ -124,7 +124,7 @@ struct Work {
 }
 
 impl Work {
-    fn add(&mut self, c: &Cost<'_>, weight: f64) {
+    fn add(&mut self, c: &Cost, weight: f64) {
         for &(mask, cycles) in &c.usage {
             *self.by_mask.entry(mask).or_insert(0.0) += cycles * weight;
         }
@@ -228,9 +228,14 @@ impl Slots {
 /// values registers had at the start: `(source, cycles)` pairs.
 type Deps = Vec<Option<Vec<(u16, f64)>>>;
 
-fn deps_of(deps: &Deps, r: Reg) -> Vec<(u16, f64)> {
+fn deps_of(deps: &Deps, r: Reg, varying: Option<&[bool]>) -> Vec<(u16, f64)> {
     match deps.get(r.0 as usize).and_then(|d| d.as_ref()) {
         Some(d) => d.clone(),
+        // A start value no instruction of the loop writes is the same every
+        // iteration: no recurrence runs through it.
+        None if varying.is_some_and(|v| !v.get(r.0 as usize).copied().unwrap_or(false)) => {
+            Vec::new()
+        }
         None => vec![(r.0, 0.0)],
     }
 }
@@ -240,17 +245,39 @@ fn deps_of(deps: &Deps, r: Reg) -> Vec<(u16, f64)> {
 /// path seen.
 fn chain(
     isa: Isa,
-    table: &PortTable,
-    insts: &[&Inst],
+    insts: &[(&Inst, &Cost)],
     slots: &mut Slots,
+    loop_carried: bool,
 ) -> (Deps, f64) {
     let mut deps: Deps = Vec::new();
     let mut longest = 0.0f64;
-    for inst in insts {
+    // In a loop, only values the loop writes can carry a recurrence.
+    let varying: Option<Vec<bool>> = loop_carried.then(|| {
+        let mut v = Vec::new();
+        let mut mark = |r: Reg| {
+            let i = r.0 as usize;
+            if v.len() <= i {
+                v.resize(i + 1, false);
+            }
+            v[i] = true;
+        };
+        for &(inst, _) in insts {
+            for w in inst.writes.iter() {
+                mark(w);
+            }
+            if matches!(inst.memory, Access::Write(_) | Access::ReadWrite(_)) {
+                if let Some(s) = slots.of(isa, inst) {
+                    mark(s);
+                }
+            }
+        }
+        v
+    });
+    let varying = varying.as_deref();
+    for &(inst, c) in insts {
         if matches!(inst.class, Class::Branch) {
             continue; // predicted: branches produce no value on the path
         }
-        let c = cost(table, inst);
         let slot = slots.of(isa, inst);
         let mut merged: BTreeMap<u16, f64> = BTreeMap::new();
         let mut add = |list: Vec<(u16, f64)>, extra: f64| {
@@ -280,11 +307,11 @@ fn chain(
             } else {
                 c.latency
             };
-            add(deps_of(&deps, r), extra);
+            add(deps_of(&deps, r, varying), extra);
         }
         if reads_mem {
             if let Some(s) = slot {
-                add(deps_of(&deps, s), mem_latency);
+                add(deps_of(&deps, s, varying), mem_latency);
             }
         }
         let value: Vec<(u16, f64)> = merged.into_iter().collect();
@@ -316,6 +343,18 @@ fn chain(
 /// Maximum cycle mean of the graph whose edges are `(from, to, weight)`
 /// (Karp's algorithm over a virtual source joined to every node).
 fn max_cycle_mean(edges: &[(u16, u16, f64)]) -> f64 {
+    // Only nodes with both an edge in and an edge out can be on a cycle:
+    // drop the others until none is left to drop.
+    let mut edges: Vec<(u16, u16, f64)> = edges.to_vec();
+    loop {
+        let before = edges.len();
+        let has_in: std::collections::BTreeSet<u16> = edges.iter().map(|e| e.1).collect();
+        let has_out: std::collections::BTreeSet<u16> = edges.iter().map(|e| e.0).collect();
+        edges.retain(|e| has_in.contains(&e.0) && has_out.contains(&e.1));
+        if edges.len() == before {
+            break;
+        }
+    }
     let mut nodes: Vec<u16> = edges.iter().flat_map(|e| [e.0, e.1]).collect();
     nodes.sort_unstable();
     nodes.dedup();
@@ -363,6 +402,7 @@ pub(crate) fn region_cost(
     isa: Isa,
     table: &PortTable,
     code: &Decoded,
+    costs: &[Cost],
     cfg: &Cfg,
     est: &Estimate,
     region: Option<usize>,
@@ -376,20 +416,19 @@ pub(crate) fn region_cost(
     let mut per_iter = Work::default();
     let mut per_entry = Work::default();
     let mut taken = 0.0;
-    let mut every: Vec<&Inst> = Vec::new();
+    let mut every: Vec<(&Inst, &Cost)> = Vec::new();
     for &b in &own {
         let blk = &cfg.blocks[b];
         let (a, e) = match region {
             Some(_) => (est.per_iteration[b], est.per_entry[b]),
             None => (est.per_iteration[b] + est.per_entry[b], 0.0),
         };
-        for inst in &code.insts[blk.first..blk.end] {
-            let c = cost(table, inst);
+        for c in &costs[blk.first..blk.end] {
             if a > 0.0 {
-                per_iter.add(&c, a);
+                per_iter.add(c, a);
             }
             if e > 0.0 {
-                per_entry.add(&c, e);
+                per_entry.add(c, e);
             }
         }
         // A block that does not fall through to its successor ends in a
@@ -402,11 +441,11 @@ pub(crate) fn region_cost(
             taken += a * 0.5;
         }
         if a >= 1.0 - 1e-9 {
-            every.extend(code.insts[blk.first..blk.end].iter());
+            every.extend(code.insts[blk.first..blk.end].iter().zip(&costs[blk.first..blk.end]));
         }
     }
     let mut slots = Slots { keys: Vec::new() };
-    let (deps, longest) = chain(isa, table, &every, &mut slots);
+    let (deps, longest) = chain(isa, &every, &mut slots, region.is_some());
     let (ports, mask) = per_iter.port_bound();
     let issue = per_iter.uops / table.issue;
     let mut candidates = vec![
@@ -439,7 +478,7 @@ pub(crate) fn region_cost(
         per_entry: per_entry_cycles,
         insts_per_iteration: per_iter.insts,
         insts_per_entry: per_entry.insts,
-        body: every.iter().map(|i| i.offset as usize).collect(),
+        body: every.iter().map(|(i, _)| i.offset as usize).collect(),
     }
 }
 

@@ -156,9 +156,10 @@ pub(crate) const OP_CLASSES: &[(Class, &[&str])] = &[
         Class::VecShuffle,
         &[
             "ZIP1", "ZIP2", "UZP1", "UZP2", "TRN1", "TRN2", "EXT_V", "TBL_1", "TBL_2", "TBL_3",
-            "TBL_4", "TBX_1", "DUP_ELEM", "DUP_SCALAR", "INS_ELEM",
+            "TBL_4", "TBX_1",
         ],
     ),
+    (Class::VecInsert, &["DUP_ELEM", "DUP_SCALAR", "INS_ELEM"]),
     (
         Class::FpAdd,
         &[
@@ -207,10 +208,11 @@ pub(crate) const OP_CLASSES: &[(Class, &[&str])] = &[
     ),
     (
         Class::FpCvtWiden,
-        &[
-            "FCVTL", "FCVTL2", "FCVTN", "FCVTN2", "FCVT_D_S", "FCVT_S_D", "FCVT_S_H", "FCVT_H_S",
-            "BFCVTN",
-        ],
+        &["FCVTL", "FCVTL2", "FCVT_D_S", "FCVT_S_H"],
+    ),
+    (
+        Class::FpCvtNarrow,
+        &["FCVTN", "FCVTN2", "FCVT_S_D", "FCVT_H_S", "BFCVTN"],
     ),
     (
         Class::FpRound,

@@ -119,14 +119,19 @@ pub(crate) const MNEMONIC_CLASSES: &[(Class, &[&str])] = &[
     (
         Class::VecShuffleCross,
         &[
-            "vinsertf128", "vinserti128", "vinsertf32x4", "vinserti32x4", "vinsertf64x2",
-            "vinserti64x2", "vinsertf32x8", "vinserti32x8", "vinsertf64x4", "vinserti64x4",
             "vextractf128", "vextracti128", "vextractf32x4", "vextracti32x4", "vextractf64x2",
             "vextracti64x2", "vextractf32x8", "vextracti32x8", "vextractf64x4", "vextracti64x4",
             "vperm2f128", "vperm2i128", "vpermd", "vpermq", "vpermps", "vpermpd", "vpermb",
             "vpermw", "vpermi2d", "vpermi2q", "vpermi2ps", "vpermi2pd", "vpermt2d", "vpermt2q",
             "vpermt2ps", "vpermt2pd", "vshuff32x4", "vshuff64x2", "vshufi32x4", "vshufi64x2",
             "valignd", "valignq", "vpcompressd", "vpcompressq", "vpexpandd", "vpexpandq",
+        ],
+    ),
+    (
+        Class::VecInsert,
+        &[
+            "vinsertf128", "vinserti128", "vinsertf32x4", "vinserti32x4", "vinsertf64x2",
+            "vinserti64x2", "vinsertf32x8", "vinserti32x8", "vinsertf64x4", "vinserti64x4",
         ],
     ),
     (
@@ -242,20 +247,25 @@ pub(crate) const MNEMONIC_CLASSES: &[(Class, &[&str])] = &[
         Class::FpCvtWiden,
         &[
             "cvtps2pd",
-            "cvtpd2ps",
             "cvtdq2pd",
+            "cvtss2sd",
+            "vcvtps2pd",
+            "vcvtdq2pd",
+            "vcvtss2sd",
+            "vcvtph2ps",
+        ],
+    ),
+    (
+        Class::FpCvtNarrow,
+        &[
+            "cvtpd2ps",
             "cvtpd2dq",
             "cvttpd2dq",
-            "cvtss2sd",
             "cvtsd2ss",
-            "vcvtps2pd",
             "vcvtpd2ps",
-            "vcvtdq2pd",
             "vcvtpd2dq",
             "vcvttpd2dq",
-            "vcvtss2sd",
             "vcvtsd2ss",
-            "vcvtph2ps",
             "vcvtps2ph",
         ],
     ),
@@ -446,6 +456,7 @@ fn lookup() -> &'static Lookup {
                         | Class::FpCmp
                         | Class::FpCvt
                         | Class::FpCvtWiden
+                        | Class::FpCvtNarrow
                         | Class::FpRound
                         | Class::FpDiv
                         | Class::FpSqrt
@@ -579,7 +590,7 @@ fn classify(instr: &iced_x86::Instruction, kind: Kind) -> Class {
                 } else if reg(1).is_gpr() {
                     Class::GprToVec
                 } else {
-                    Class::VecShuffleCross
+                    Class::VecInsert
                 }
             }
             Special::Kmov => {
