@@ -7,6 +7,12 @@ use std::process::ExitCode;
 mod bench_elementwise;
 mod bench_q8;
 mod check_encodings;
+#[cfg(target_arch = "x86_64")]
+mod cost_accuracy;
+#[cfg(target_arch = "x86_64")]
+mod cost_calibrate;
+#[cfg(target_arch = "x86_64")]
+mod cycles;
 mod exhaustive;
 
 fn main() -> ExitCode {
@@ -17,7 +23,11 @@ fn main() -> ExitCode {
     };
     // Measurements and whole-domain sweeps mean nothing in a debug build:
     // run them from a release build of this same binary.
-    if matches!(cmd.as_str(), "exhaustive" | "bench") && cfg!(debug_assertions) {
+    if matches!(
+        cmd.as_str(),
+        "exhaustive" | "bench" | "cost-accuracy" | "cost-calibrate"
+    ) && cfg!(debug_assertions)
+    {
         return rerun_in_release(&args);
     }
     let result: Result<(), String> = match cmd.as_str() {
@@ -29,6 +39,10 @@ fn main() -> ExitCode {
         "check-encodings" => check_encodings::run(rest),
         "exhaustive" => exhaustive::run(rest),
         "bench" => bench(rest),
+        #[cfg(target_arch = "x86_64")]
+        "cost-accuracy" => cost_accuracy::run(rest),
+        #[cfg(target_arch = "x86_64")]
+        "cost-calibrate" => cost_calibrate::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     match result {
@@ -79,4 +93,7 @@ commands:
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
-                       next to a streaming read of the same weights, interleaved, median";
+                       next to a streaming read of the same weights, interleaved, median
+  cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
+  cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
+                       many geometries, next to the roofline and llvm-mca [--quick] (x86-64)";
