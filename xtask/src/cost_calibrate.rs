@@ -175,8 +175,8 @@ fn probes() -> Vec<Probe> {
         probe!(FpCvtWiden, V512, "vcvtph2ps zmm, ymm", Evex, true, |a, d, _s| a.vcvtph2ps(Z[d], Y[d])),
         probe!(FpCvtWiden, V256, "vcvtps2pd ymm, xmm", Vex, true, |a, d, _s| a.vcvtps2pd(Y[d], X[d])),
         probe!(FpCvtWiden, V512, "vcvtps2pd zmm, ymm", Evex, true, |a, d, _s| a.vcvtps2pd(Z[d], Y[d])),
-        probe!(FpCvtWiden, V256, "vcvtpd2ps xmm, ymm", Vex, true, |a, d, _s| a.vcvtpd2ps(X[d], Y[d])),
-        probe!(FpCvtWiden, V512, "vcvtpd2ps ymm, zmm", Evex, true, |a, d, _s| a.vcvtpd2ps(Y[d], Z[d])),
+        probe!(FpCvtNarrow, V256, "vcvtpd2ps xmm, ymm", Vex, true, |a, d, _s| a.vcvtpd2ps(X[d], Y[d])),
+        probe!(FpCvtNarrow, V512, "vcvtpd2ps ymm, zmm", Evex, true, |a, d, _s| a.vcvtpd2ps(Y[d], Z[d])),
         probe!(FpRound, V256, "vroundpd ymm", Vex, true, |a, d, _s| a.vroundpd(Y[d], Y[d], 1)),
         probe!(FpRound, V512, "vrndscalepd zmm", Evex, true, |a, d, _s| a.vrndscalepd(Z[d], Z[d], 1)),
         probe!(MaskOp, Scalar, "kandw k", Evex, false, |a, d, _s| a.kandw([k::k1, k::k2, k::k3, k::k4][d % 4], k::k5, k::k6)),
@@ -186,10 +186,29 @@ fn probes() -> Vec<Probe> {
         probe!(VecToGpr, V256, "vmovmskpd r32, ymm", Vex, false, |a, d, _s| a.vmovmskpd(G[d % 6], Y[d])),
         probe!(GprToVec, V128, "vmovq xmm, r64", Vex, false, |a, d, _s| a.vmovq(X[d], G[d % 6])),
         probe!(GprToVec, V512, "vpbroadcastd zmm, r32", Evex, false, |a, d, _s| a.vpbroadcastd(Z[d], [eax, edx, r8d, r9d, r10d, r11d][d % 6])),
-        probe!(Gather, V512, "vpgatherqq zmm{k1}", Evex, false, |a, d, _s| {
+        probe!(Gather, V512, "kxnorw k1 + vpgatherqq zmm{k1}", Evex, false, |a, d, _s| {
             a.kxnorw(k::k1, k::k1, k::k1)?;
             a.vpgatherqq(Z[d].k1(), qword_ptr(rsi + Z[EVEX_SRC] * 8 + 64 * (d % 4) as i32))
         }),
+        probe!(Gather, V512, "kxnorw kN + vpgatherqq zmm{kN}, N=1..7", Evex, false, |a, d, _s| {
+            let m = [k::k1, k::k2, k::k3, k::k4, k::k5, k::k6, k::k7][d % 7];
+            a.kxnorw(m, m, m)?;
+            let dst = match d % 7 {
+                0 => Z[d].k1(),
+                1 => Z[d].k2(),
+                2 => Z[d].k3(),
+                3 => Z[d].k4(),
+                4 => Z[d].k5(),
+                5 => Z[d].k6(),
+                _ => Z[d].k7(),
+            };
+            a.vpgatherqq(dst, qword_ptr(rsi + Z[EVEX_SRC] * 8 + 64 * (d % 4) as i32))
+        }),
+        probe!(Gather, V256, "vpcmpeqq mask + vpgatherqq ymm (VEX)", Vex, false, |a, d, _s| {
+            a.vpcmpeqq(Y[14], Y[14], Y[14])?;
+            a.vpgatherqq_3(Y[d], qword_ptr(rsi + Y[13] * 8 + 64 * (d % 4) as i32), Y[14])
+        }),
+        probe!(MaskOp, Scalar, "kxnorw k1, k1, k1", Evex, true, |a, _d, _s| a.kxnorw(k::k1, k::k1, k::k1)),
         probe!(Prefetch, Scalar, "prefetcht0 [rsi+64d]", Vex, false, |a, d, _s| a.prefetcht0(byte_ptr(rsi + 64 * d as i32))),
         probe!(VecShuffle, V256, "mix vunpcklpd + vaddpd ymm", Vex, false, |a, d, _s| if d % 2 == 0 {
             a.vunpcklpd(Y[d], Y[d], Y[VEX_SRC])
@@ -216,6 +235,51 @@ fn probes() -> Vec<Probe> {
         } else {
             a.vunpcklpd(Z[d], Z[d], Z[EVEX_SRC])
         }),
+        probe!(VecMove, V512, "mix vmovapd zmm + vaddpd zmm", Evex, false, |a, d, _s| if d % 2 == 0 {
+            a.vmovapd(Z[d], Z[EVEX_SRC])
+        } else {
+            a.vaddpd(Z[d], Z[d], Z[EVEX_SRC])
+        }),
+        probe!(VecBroadcastLoad, V128, "mix vpbroadcastw xmm,[m] + vunpcklpd zmm", Evex, false, |a, d, _s| if d % 2 == 0 {
+            a.vpbroadcastw(X[d], word_ptr(rsi + 64 * d as i32))
+        } else {
+            a.vunpcklpd(Z[d], Z[d], Z[EVEX_SRC])
+        }),
+        probe!(VecInsert, V512, "mix vinserti64x4 zmm,[m] + vunpcklpd zmm", Evex, false, |a, d, _s| if d % 2 == 0 {
+            a.vinserti64x4(Z[d], Z[d], ymmword_ptr(rsi + 64 * d as i32), 1)
+        } else {
+            a.vunpcklpd(Z[d], Z[d], Z[EVEX_SRC])
+        }),
+        // Store-to-load forwarding: a chain through memory, each link a
+        // store, a load of part of it, and a move back (measured latency
+        // minus the move's is the forwarding latency).
+        probe!(Store, Scalar, "chain mov [m],r64; mov r64,[m]", Gpr, true, |a, d, _s| {
+            a.mov(qword_ptr(rsi + 512 + 64 * d as i32), G[d])?;
+            a.mov(G[d], qword_ptr(rsi + 512 + 64 * d as i32))
+        }),
+        probe!(VecStore, V512, "chain vmovdqu64 [m],zmm; mov r,[m+8]; vmovq", Evex, true, |a, d, _s| {
+            a.vmovdqu64(zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32), Z[d])?;
+            a.mov(G[d % 6], qword_ptr(rsi + 520 + 128 * (d % 8) as i32))?;
+            a.vmovq(X[d], G[d % 6])
+        }),
+        probe!(VecStore, V128, "chain vmovdqu [m],xmm; vmovdqu xmm,[m]", Vex, true, |a, d, _s| {
+            a.vmovdqu(xmmword_ptr(rsi + 512 + 64 * d as i32), X[d])?;
+            a.vmovdqu(X[d], xmmword_ptr(rsi + 512 + 64 * d as i32))
+        }),
+        probe!(VecStore, V512, "chain vmovdqu64 [m],zmm; vmovdqu64 zmm,[m]", Evex, true, |a, d, _s| {
+            a.vmovdqu64(zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32), Z[d])?;
+            a.vmovdqu64(Z[d], zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32))
+        }),
+        probe!(GprToVec, V128, "chain vmovq xmm,r64; vmovq r64,xmm", Vex, true, |a, d, _s| {
+            a.vmovq(X[d], G[d % 6])?;
+            a.vmovq(G[d % 6], X[d])
+        }),
+        probe!(Nop, Scalar, "nop (dispatch only)", Vex, false, |a, _d, _s| a.nop()),
+        probe!(IntAlu, Scalar, "issue mix add r64 + vpaddd ymm", Vex, false, |a, d, _s| if d % 2 == 0 {
+            a.add(G[d % 6], rsi)
+        } else {
+            a.vpaddd(Y[d], Y[d], Y[VEX_SRC])
+        }),
         probe!(VecMove, V512, "vmovdqa64 zmm, zmm", Evex, false, |a, d, _s| a.vmovdqa64(Z[d], Z[EVEX_SRC])),
     ]
 }
@@ -237,7 +301,11 @@ fn assemble(p: &Probe, latency: bool) -> Result<Vec<u8>, IcedError> {
     }
     if p.class == Class::Gather {
         // Indices 0..8 (a different line for every lane) from the buffer.
-        a.vmovdqu64(Z[EVEX_SRC], zmmword_ptr(rsi + 2048))?;
+        if p.file == File::Evex {
+            a.vmovdqu64(Z[EVEX_SRC], zmmword_ptr(rsi + 2048))?;
+        } else {
+            a.vmovdqu(Y[13], ymmword_ptr(rsi + 2048))?;
+        }
     }
     a.kxnorw(k::k1, k::k1, k::k1)?;
     a.kxnorw(k::k5, k::k5, k::k5)?;
@@ -370,7 +438,9 @@ fn bandwidth(bytes: usize) -> Result<f64, String> {
 }
 
 /// Run every probe and print measured against predicted.
-pub fn run(_args: &[String]) -> Result<(), String> {
+pub fn run(args: &[String]) -> Result<(), String> {
+    // `cost-calibrate WORD`: only the probes whose text contains WORD.
+    let only = args.iter().find(|a| !a.starts_with('-')).cloned();
     let host = weft_kernel::Host::detect();
     let model = CostModel::for_host(&host);
     let Some(table) = model.table() else {
@@ -392,7 +462,10 @@ pub fn run(_args: &[String]) -> Result<(), String> {
         "class", "w", "instruction", "tput", "model", "lat", "model"
     );
     let mut buffer = vec![0u8; 4096];
-    let all = probes();
+    let all: Vec<Probe> = probes()
+        .into_iter()
+        .filter(|p| only.as_ref().is_none_or(|w| p.text.contains(w.as_str())))
+        .collect();
     let mut tput_ok = 0;
     let mut lat_ok = 0;
     let mut lat_n = 0;
@@ -426,6 +499,9 @@ pub fn run(_args: &[String]) -> Result<(), String> {
             p.text,
             if t_good { " " } else { "*" },
         );
+    }
+    if only.is_some() {
+        return Ok(());
     }
     let (l1, l2, l3) = {
         let c = model.roofline().caches;

@@ -290,9 +290,14 @@ impl Shape {
                     Some(l) => Some(block_index[cfg.loops[l].header]),
                 }
                 .filter(|&i| i != usize::MAX);
+                // A top-tested loop: the header tests the exit and is not
+                // itself the bottom of the loop (a one-block loop is
+                // bottom-tested).
                 let header_exits = region.is_some_and(|l| {
-                    let h = cfg.loops[l].header;
-                    cfg.blocks[h].succs.iter().any(|&s| !cfg.in_loop(l, s))
+                    let lp = &cfg.loops[l];
+                    let h = lp.header;
+                    !lp.latches.contains(&h)
+                        && cfg.blocks[h].succs.iter().any(|&s| !cfg.in_loop(l, s))
                 });
                 RegionGraph {
                     nodes,

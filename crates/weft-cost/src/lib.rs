@@ -299,6 +299,7 @@ struct Analysis {
     cfg: cfg::Cfg,
     shape: freq::Shape,
     costs: Vec<model::Cost>,
+    chains: model::ChainMemo,
 }
 
 /// Bodies recently analysed, by their bytes. A planner prices the same
@@ -431,7 +432,16 @@ impl CostModel {
         let trips = freq::match_nest(cfg, nest)?;
         let est = freq::estimate(&analysis.shape, cfg, &trips);
         let region = |r: Option<usize>| match self.table {
-            Some(t) => model::region_cost(code.isa, t, decoded, &analysis.costs, cfg, &est, r),
+            Some(t) => model::region_cost(
+                code.isa,
+                t,
+                decoded,
+                &analysis.costs,
+                &analysis.chains,
+                cfg,
+                &est,
+                r,
+            ),
             None => {
                 model::region_count(decoded, cfg, &est, r, FALLBACK_INSTRUCTIONS_PER_CYCLE)
             }
@@ -510,6 +520,7 @@ impl CostModel {
             cfg,
             shape,
             costs,
+            chains: Default::default(),
         });
         if let Ok(mut entries) = self.cache.entries.lock() {
             if entries.len() >= ANALYSIS_CACHE {
@@ -519,6 +530,36 @@ impl CostModel {
         }
         Ok(a)
     }
+}
+
+/// One reachable instruction as the cost model sees it (for tools and
+/// tests: which class and width each instruction of a body was given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassifiedInstruction {
+    /// Byte offset.
+    pub offset: usize,
+    /// Its class ([`Class::Unknown`] when no class covers it).
+    pub class: Class,
+    /// Its width.
+    pub width: Width,
+    /// Whether a decoder knew it.
+    pub known: bool,
+}
+
+/// The class and width of every instruction reachable in `code`, in
+/// address order.
+pub fn classify(code: &NativeCode) -> Result<Vec<ClassifiedInstruction>, CostError> {
+    let decoded = decode::decode(code.isa, &code.bytes)?;
+    Ok(decoded
+        .insts
+        .iter()
+        .map(|i| ClassifiedInstruction {
+            offset: i.offset as usize,
+            class: i.class,
+            width: i.width,
+            known: i.known,
+        })
+        .collect())
 }
 
 /// An offer that carries only the roofline's work figures (for tests and

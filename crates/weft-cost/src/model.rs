@@ -12,7 +12,11 @@
 //!   mean (Karp, 1978) of the graph "value at the start of an iteration →
 //!   value at its end" over registers and stack slots, with latencies from
 //!   the table;
-//! - **taken branches**: one per cycle.
+//! - **taken branches**: one per cycle;
+//! - **window**: the critical path of one iteration (loop-carried or not)
+//!   divided by the number of iterations the reorder window holds
+//!   (`window / µops per iteration`): a long chain inside each iteration is
+//!   hidden only by overlapping that many iterations.
 //!
 //! Work that runs once per entry of the loop (its tail pass) is priced by
 //! ports and issue alone. Code outside every loop adds its critical path
@@ -24,7 +28,7 @@ use weft_kernel::Isa;
 
 use crate::cfg::Cfg;
 use crate::class::{Class, Width};
-use crate::decode::{Access, Decoded, Inst, Reg};
+use crate::decode::{Access, Decoded, Inst, Reg, Regs};
 use crate::freq::Estimate;
 use crate::table::PortTable;
 
@@ -39,6 +43,9 @@ pub enum Bound {
     Recurrence,
     /// One taken branch per cycle.
     TakenBranch,
+    /// An iteration's critical path over the iterations the reorder window
+    /// holds.
+    Window,
     /// Instruction counts (no port table for this host).
     InstructionCount,
 }
@@ -195,32 +202,44 @@ fn port_names(table: &PortTable, mask: u32) -> String {
         .join("|")
 }
 
-/// Stack slots as pseudo-registers: an access to `[sp + d]` (or the frame
-/// pointer) with no index is a value the dependency analysis can follow
-/// through a store and a later load.
+/// Stack memory as pseudo-registers, eight bytes each: an access to
+/// `[sp + d]` (or the frame pointer) with no index touches the 8-byte
+/// chunks its bytes cover, so a store and a later load of any part of it
+/// (a vector spilled and read back as scalars, say) are linked by a
+/// dependency.
 struct Slots {
     keys: Vec<(u16, i64)>,
 }
 
 impl Slots {
-    fn of(&mut self, isa: Isa, inst: &Inst) -> Option<Reg> {
+    /// The chunks `inst` touches on the stack (at most 8).
+    fn of(&mut self, isa: Isa, inst: &Inst) -> Regs {
+        let mut out = Regs::default();
         let a = match inst.memory {
             Access::Read(a) | Access::Write(a) | Access::ReadWrite(a) => a,
-            Access::None => return None,
+            Access::None => return out,
         };
-        let base = a.base?;
+        let Some(base) = a.base else {
+            return out;
+        };
         if a.index.is_some() || !base.is_stack_pointer(isa) {
-            return None;
+            return out;
         }
-        let key = (base.0, a.disp);
-        let k = match self.keys.iter().position(|x| *x == key) {
-            Some(k) => k,
-            None => {
-                self.keys.push(key);
-                self.keys.len() - 1
-            }
-        };
-        Some(Reg(Reg::SLOTS + k as u16))
+        let bytes = i64::from(inst.mem_bytes.clamp(1, 64));
+        let first = a.disp.div_euclid(8);
+        let last = (a.disp + bytes - 1).div_euclid(8);
+        for chunk in first..=last {
+            let key = (base.0, chunk);
+            let k = match self.keys.iter().position(|x| *x == key) {
+                Some(k) => k,
+                None => {
+                    self.keys.push(key);
+                    self.keys.len() - 1
+                }
+            };
+            out.push(Reg(Reg::SLOTS + k as u16));
+        }
+        out
     }
 }
 
@@ -245,10 +264,26 @@ fn deps_of(deps: &Deps, r: Reg, varying: Option<&[bool]>) -> Vec<(u16, f64)> {
 /// path seen.
 fn chain(
     isa: Isa,
+    table: &PortTable,
     insts: &[(&Inst, &Cost)],
     slots: &mut Slots,
     loop_carried: bool,
 ) -> (Deps, f64) {
+    // Bytes of the store that last wrote each stack chunk (from the end of
+    // the previous pass, then as this pass goes), to tell a forward of the
+    // same bytes from a load of part of a wider store.
+    let mut writer: Vec<u32> = Vec::new();
+    for &(inst, _) in insts {
+        if matches!(inst.memory, Access::Write(_) | Access::ReadWrite(_)) {
+            for s in slots.of(isa, inst).iter() {
+                let i = (s.0 - Reg::SLOTS) as usize;
+                if writer.len() <= i {
+                    writer.resize(i + 1, 0);
+                }
+                writer[i] = inst.mem_bytes;
+            }
+        }
+    }
     let mut deps: Deps = Vec::new();
     let mut longest = 0.0f64;
     // In a loop, only values the loop writes can carry a recurrence.
@@ -266,7 +301,7 @@ fn chain(
                 mark(w);
             }
             if matches!(inst.memory, Access::Write(_) | Access::ReadWrite(_)) {
-                if let Some(s) = slots.of(isa, inst) {
+                for s in slots.of(isa, inst).iter() {
                     mark(s);
                 }
             }
@@ -274,6 +309,10 @@ fn chain(
         v
     });
     let varying = varying.as_deref();
+    // Completion time of every value within one pass, start values at 0:
+    // the pass's critical path, loop-carried or not.
+    let mut ready: Vec<f64> = Vec::new();
+    let at = |ready: &Vec<f64>, r: Reg| ready.get(r.0 as usize).copied().unwrap_or(0.0);
     for &(inst, c) in insts {
         if matches!(inst.class, Class::Branch) {
             continue; // predicted: branches produce no value on the path
@@ -301,6 +340,23 @@ fn chain(
         } else {
             c.latency + c.load_latency
         };
+        // A load of stack bytes an earlier store wrote waits for the
+        // forward, not for the cache.
+        let forward = |s: Reg| {
+            let wrote = writer
+                .get((s.0 - Reg::SLOTS) as usize)
+                .copied()
+                .unwrap_or(0);
+            let through = if wrote > inst.mem_bytes {
+                table.forward_partial
+            } else if inst.width == Width::Scalar && inst.mem_width == Width::Scalar {
+                table.forward_gpr
+            } else {
+                table.forward_vec
+            };
+            mem_latency - c.load_latency.max(if inst.class.is_memory() { c.latency } else { 0.0 })
+                + through
+        };
         for r in inst.reads.iter() {
             let extra = if address.contains(&r) && reads_mem {
                 mem_latency
@@ -310,13 +366,45 @@ fn chain(
             add(deps_of(&deps, r, varying), extra);
         }
         if reads_mem {
-            if let Some(s) = slot {
-                add(deps_of(&deps, s, varying), mem_latency);
+            for s in slot.iter() {
+                add(deps_of(&deps, s, varying), forward(s));
             }
         }
         let value: Vec<(u16, f64)> = merged.into_iter().collect();
-        for (_, l) in &value {
-            longest = longest.max(*l);
+        let mut done = c.latency;
+        for r in inst.reads.iter() {
+            let extra = if address.contains(&r) && reads_mem {
+                mem_latency
+            } else {
+                c.latency
+            };
+            done = done.max(at(&ready, r) + extra);
+        }
+        if reads_mem {
+            for s in slot.iter() {
+                done = done.max(at(&ready, s) + forward(s));
+            }
+        }
+        longest = longest.max(done);
+        let mut set_ready = |r: Reg| {
+            let i = r.0 as usize;
+            if ready.len() <= i {
+                ready.resize(i + 1, 0.0);
+            }
+            ready[i] = done;
+        };
+        for w in inst.writes.iter() {
+            set_ready(w);
+        }
+        if matches!(inst.memory, Access::Write(_) | Access::ReadWrite(_)) {
+            for s in slot.iter() {
+                set_ready(s);
+                let i = (s.0 - Reg::SLOTS) as usize;
+                if writer.len() <= i {
+                    writer.resize(i + 1, 0);
+                }
+                writer[i] = inst.mem_bytes;
+            }
         }
         let mut write = |r: Reg, v: Vec<(u16, f64)>| {
             let i = r.0 as usize;
@@ -329,12 +417,9 @@ fn chain(
             write(w, value.clone());
         }
         if matches!(inst.memory, Access::Write(_) | Access::ReadWrite(_)) {
-            if let Some(s) = slot {
+            for s in slot.iter() {
                 write(s, value.clone());
             }
-        }
-        if value.is_empty() {
-            longest = longest.max(c.latency);
         }
     }
     (deps, longest)
@@ -398,11 +483,17 @@ fn max_cycle_mean(edges: &[(u16, u16, f64)]) -> f64 {
 
 /// The cost of `region` (a loop index, or `None` for the code outside
 /// every loop) under `table`.
+/// Memoised chain results: region, offsets of its every-iteration
+/// instructions, (recurrence, critical path).
+pub(crate) type ChainMemo = std::sync::Mutex<Vec<(Option<usize>, Vec<usize>, (f64, f64))>>;
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn region_cost(
     isa: Isa,
     table: &PortTable,
     code: &Decoded,
     costs: &[Cost],
+    chains: &ChainMemo,
     cfg: &Cfg,
     est: &Estimate,
     region: Option<usize>,
@@ -444,8 +535,37 @@ pub(crate) fn region_cost(
             every.extend(code.insts[blk.first..blk.end].iter().zip(&costs[blk.first..blk.end]));
         }
     }
-    let mut slots = Slots { keys: Vec::new() };
-    let (deps, longest) = chain(isa, &every, &mut slots, region.is_some());
+    // The chains depend only on which instructions run every iteration:
+    // memoised per region and instruction set, so pricing the same bytes
+    // at another geometry does not redo them.
+    let key: Vec<usize> = every.iter().map(|(i, _)| i.offset as usize).collect();
+    let memo = chains.lock().ok().and_then(|m| {
+        m.iter()
+            .find(|(r, k, _)| *r == region && *k == key)
+            .map(|(_, _, v)| *v)
+    });
+    let (recurrence, longest) = match memo {
+        Some(v) => v,
+        None => {
+            let mut slots = Slots { keys: Vec::new() };
+            let (deps, longest) = chain(isa, table, &every, &mut slots, region.is_some());
+            let mut edges = Vec::new();
+            if region.is_some() {
+                for (to, d) in deps.iter().enumerate() {
+                    if let Some(d) = d {
+                        for &(from, w) in d {
+                            edges.push((from, to as u16, w));
+                        }
+                    }
+                }
+            }
+            let v = (max_cycle_mean(&edges), longest);
+            if let Ok(mut m) = chains.lock() {
+                m.push((region, key.clone(), v));
+            }
+            v
+        }
+    };
     let (ports, mask) = per_iter.port_bound();
     let issue = per_iter.uops / table.issue;
     let mut candidates = vec![
@@ -454,16 +574,15 @@ pub(crate) fn region_cost(
     ];
     match region {
         Some(_) => {
-            let mut edges = Vec::new();
-            for (to, d) in deps.iter().enumerate() {
-                if let Some(d) = d {
-                    for &(from, w) in d {
-                        edges.push((from, to as u16, w));
-                    }
-                }
-            }
-            candidates.push((max_cycle_mean(&edges), Bound::Recurrence));
+            candidates.push((recurrence, Bound::Recurrence));
             candidates.push((taken.max(1.0), Bound::TakenBranch));
+            // Iterations in flight are limited by the reorder window: an
+            // iteration's critical path is hidden only across the
+            // `window / µops` iterations that fit in it.
+            if table.window > 0.0 && per_iter.uops > 0.0 {
+                let in_flight = (table.window / per_iter.uops).max(1.0);
+                candidates.push((longest / in_flight, Bound::Window));
+            }
         }
         None => candidates.push((longest, Bound::Recurrence)),
     }
@@ -478,7 +597,7 @@ pub(crate) fn region_cost(
         per_entry: per_entry_cycles,
         insts_per_iteration: per_iter.insts,
         insts_per_entry: per_entry.insts,
-        body: every.iter().map(|(i, _)| i.offset as usize).collect(),
+        body: key,
     }
 }
 

@@ -15,7 +15,11 @@
 //! source llvm "LLVM X86ScheduleZnver4.td"   a citation for TAG `llvm`
 //! ports ALU0 ALU1 FP0 FP1 …                 the execution ports
 //! issue 6 ; TAG …                           macro-ops dispatched per cycle
+//! window 320 ; TAG …                        macro-ops the reorder buffer holds
 //! load-latency gpr=4 vec=7 ; TAG …          load-to-use cycles
+//! store-forward gpr=1 vec=17 partial=16 ; TAG   store data to load result
+//!                                           through memory (same bytes,
+//!                                           vector, part of a wider store)
 //! peak-flops f32=32 f64=16 ; TAG …          per cycle, one core
 //! bandwidth l1=64 l2=32 l3=16 dram=8 ; TAG  bytes per cycle, one core
 //! caches l1d=32768 l2=1048576 l3=33554432 ; TAG   sizes when the host does not say
@@ -151,10 +155,19 @@ pub struct PortTable {
     pub ports: Vec<String>,
     /// Macro-ops dispatched per cycle.
     pub issue: f64,
+    /// Macro-ops the reorder window holds (0 when the table does not say).
+    pub window: f64,
     /// Load-to-use latency of a general-register load.
     pub load_latency_gpr: f64,
     /// Load-to-use latency of a vector load.
     pub load_latency_vec: f64,
+    /// Store-to-load latency through memory (store data to load result),
+    /// general registers, same bytes.
+    pub forward_gpr: f64,
+    /// The same for vector registers.
+    pub forward_vec: f64,
+    /// The same when the load reads part of a wider store.
+    pub forward_partial: f64,
     /// Peak f32 floating-point operations per cycle (one core).
     pub peak_flops_f32: f64,
     /// Peak f64 floating-point operations per cycle (one core).
@@ -191,8 +204,12 @@ impl PortTable {
             host: HostMatch::default(),
             ports: Vec::new(),
             issue: 0.0,
+            window: 0.0,
             load_latency_gpr: 0.0,
             load_latency_vec: 0.0,
+            forward_gpr: 0.0,
+            forward_vec: 0.0,
+            forward_partial: 0.0,
             peak_flops_f32: 0.0,
             peak_flops_f64: 0.0,
             bandwidth: [0.0; 4],
@@ -285,7 +302,11 @@ impl PortTable {
                     t.issue = number(rest.first().copied()).ok_or_else(|| err("issue N".into()))?;
                     t.statement_sources.push(("issue".into(), need_tag()?));
                 }
-                "load-latency" | "peak-flops" | "bandwidth" | "caches" => {
+                "window" => {
+                    t.window = number(rest.first().copied()).ok_or_else(|| err("window N".into()))?;
+                    t.statement_sources.push(("window".into(), need_tag()?));
+                }
+                "load-latency" | "store-forward" | "peak-flops" | "bandwidth" | "caches" => {
                     let kv = pairs(&rest).ok_or_else(|| err(format!("{keyword}: KEY=N …")))?;
                     let get = |k: &str| {
                         kv.iter()
@@ -297,6 +318,11 @@ impl PortTable {
                         "load-latency" => {
                             t.load_latency_gpr = get("gpr")?;
                             t.load_latency_vec = get("vec")?;
+                        }
+                        "store-forward" => {
+                            t.forward_gpr = get("gpr")?;
+                            t.forward_vec = get("vec")?;
+                            t.forward_partial = get("partial")?;
                         }
                         "peak-flops" => {
                             t.peak_flops_f32 = get("f32")?;
@@ -346,6 +372,12 @@ impl PortTable {
         }
         if t.id.is_empty() || t.isa == Isa::Other || t.ports.is_empty() || t.issue <= 0.0 {
             return Err(fail("a table needs `table`, `isa`, `ports` and `issue`".into()));
+        }
+        if t.forward_vec <= 0.0 {
+            // Without a measurement, forwarding costs a load.
+            t.forward_gpr = t.load_latency_gpr;
+            t.forward_vec = t.load_latency_vec;
+            t.forward_partial = t.load_latency_vec;
         }
         if t.peak_flops_f32 <= 0.0 || t.bandwidth.iter().any(|b| *b <= 0.0) || t.caches.l1d == 0 {
             return Err(fail("a table needs `peak-flops`, `bandwidth` and `caches`".into()));

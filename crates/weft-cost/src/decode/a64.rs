@@ -420,6 +420,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CostError> {
                 writes: Regs::default(),
                 memory: Access::None,
                 mem_width: Width::Scalar,
+                mem_bytes: 0,
                 lane_test: false,
                 extra_uops: 0,
             });
@@ -516,6 +517,26 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CostError> {
             n if n.contains("_Q_") || n.starts_with("LD1") || n.starts_with("ST1") => Width::V128,
             _ => Width::Scalar,
         };
+        let element = match name {
+            n if n.contains("_Q_") => 16,
+            n if n.contains("_X_") || n.contains("_D_") => 8,
+            n if n.contains("_W_") || n.contains("_S_") => 4,
+            n if n.contains("RH_") || n.contains("_H_") || n.contains("URH") => 2,
+            n if n.contains("RB_") || n.contains("_B_") || n.contains("URB") => 1,
+            n if n.starts_with("LD1") || n.starts_with("ST1") => 16,
+            _ => 8,
+        };
+        let registers = match name {
+            n if n.starts_with("LDP_") || n.starts_with("STP_") || n.contains("1_2") => 2,
+            n if n.contains("1_3") => 3,
+            n if n.contains("1_4") => 4,
+            _ => 1,
+        };
+        let mem_bytes = if matches!(memory, Access::None) {
+            0
+        } else {
+            element * registers
+        };
         // A second register of a pair, or each extra register of a list,
         // is one more µop through the load/store pipes.
         let extra_uops = match name {
@@ -536,6 +557,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CostError> {
             writes,
             memory,
             mem_width,
+            mem_bytes,
             lane_test: class == Class::VecToGpr,
             extra_uops,
         })

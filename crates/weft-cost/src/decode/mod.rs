@@ -125,6 +125,8 @@ pub(crate) struct Inst {
     pub(crate) memory: Access,
     /// Width of the memory access (for folded loads and stores).
     pub(crate) mem_width: Width,
+    /// Bytes the memory access covers (0 when unknown or none).
+    pub(crate) mem_bytes: u32,
     /// The instruction moves or tests vector lanes into the flags or a
     /// general register (`vptest`, `kortest`, `vmovmskps`, arm64 `umov`):
     /// a branch on such a value is an all-lanes test.

@@ -454,6 +454,7 @@ fn lookup() -> &'static Lookup {
                         | Class::Fma
                         | Class::FpMinMax
                         | Class::FpCmp
+                        | Class::FpCmpFlags
                         | Class::FpCvt
                         | Class::FpCvtWiden
                         | Class::FpCvtNarrow
@@ -585,7 +586,16 @@ fn classify(instr: &iced_x86::Instruction, kind: Kind) -> Class {
                 }
             }
             Special::Broadcast => {
-                if any_mem {
+                // Byte and word broadcasts from memory take a shuffle µop
+                // besides the load (weft-mb: they compete with shuffles);
+                // dword, qword and wider broadcast in the load unit.
+                let narrow = matches!(
+                    instr.mnemonic(),
+                    Mnemonic::Vpbroadcastb | Mnemonic::Vpbroadcastw
+                );
+                if any_mem && narrow {
+                    Class::VecInsert
+                } else if any_mem {
                     Class::VecBroadcastLoad
                 } else if reg(1).is_gpr() {
                     Class::GprToVec
@@ -743,6 +753,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CostError> {
             writes,
             memory,
             mem_width,
+            mem_bytes: mem_bytes as u32,
             lane_test,
             extra_uops,
         })
