@@ -286,7 +286,13 @@ fn q8_rows(
             black_box(&mut y);
         });
         for (c, m) in cands.iter().zip(measured) {
-            rows_out.push(row("q8_0.matvec", c, format!("{rows}x{cols}x{batch}"), m, mca));
+            rows_out.push(row(
+                "q8_0.matvec",
+                c,
+                format!("{rows}x{cols}x{batch}"),
+                m,
+                mca,
+            ));
         }
     }
     Ok(())
@@ -330,8 +336,8 @@ fn elementwise_rows(
                 let code = twin.emit(&offer).map_err(|e| e.to_string())?;
                 // SAFETY: the elementwise twins are validated bit for bit
                 // against the arm and honour the leaf ABI (their tests).
-                let kernel = unsafe { ElementwiseKernel::from_native(&code) }
-                    .map_err(|e| e.to_string())?;
+                let kernel =
+                    unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
                 let priced = price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
                 cands.push(Candidate {
                     name: twin.name(),
@@ -596,7 +602,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     elementwise_rows(&host, &model, rounds, &mut rows, &mut mca)?;
     println!(
         "{:<17} {:<32} {:<16} {:<5} {:>13} {:>13} {:>7} {:>13} {:>7}",
-        "family", "candidate", "geometry", "level", "measured", "predicted", "err", "roofline", "mca"
+        "family",
+        "candidate",
+        "geometry",
+        "level",
+        "measured",
+        "predicted",
+        "err",
+        "roofline",
+        "mca"
     );
     for r in &rows {
         println!(
@@ -609,8 +623,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             r.predicted,
             100.0 * (r.predicted / r.measured - 1.0),
             r.floor,
-            r.mca
-                .map_or("-".into(), |m| format!("{:+.0}%", 100.0 * (m / r.measured - 1.0))),
+            r.mca.map_or("-".into(), |m| format!(
+                "{:+.0}%",
+                100.0 * (m / r.measured - 1.0)
+            )),
         );
     }
     let s = summarize(&rows);
@@ -671,10 +687,10 @@ mod tests {
     fn summary_counts_right_wrong_and_unseparated_decisions() {
         let rows = [
             r("arm", "arm", 100.0, 100.0),
-            r("fast", "arm", 50.0, 60.0),     // right
-            r("slow", "arm", 150.0, 90.0),    // wrong
-            r("close", "arm", 120.0, 101.0),  // unseparated
-            r("noise", "arm", 101.0, 200.0),  // inside the noise: not counted
+            r("fast", "arm", 50.0, 60.0),    // right
+            r("slow", "arm", 150.0, 90.0),   // wrong
+            r("close", "arm", 120.0, 101.0), // unseparated
+            r("noise", "arm", 101.0, 200.0), // inside the noise: not counted
         ];
         let s = summarize(&rows);
         assert_eq!(s.decisions, 3);

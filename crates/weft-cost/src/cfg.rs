@@ -77,12 +77,10 @@ impl Cfg {
         for (i, inst) in insts.iter().enumerate() {
             match inst.flow {
                 Flow::Jump(t) | Flow::Branch(t) => {
-                    let j = code
-                        .index_of(t)
-                        .ok_or(CostError::BranchIntoInstruction {
-                            offset: inst.offset as usize,
-                            target: t as usize,
-                        })?;
+                    let j = code.index_of(t).ok_or(CostError::BranchIntoInstruction {
+                        offset: inst.offset as usize,
+                        target: t as usize,
+                    })?;
                     leader[j] = true;
                     if i + 1 < n {
                         leader[i + 1] = true;
@@ -183,7 +181,13 @@ impl Cfg {
                         continue;
                     }
                     inside[x] = true;
-                    work.extend(blocks[x].preds.iter().copied().filter(|&p| order[p] != usize::MAX));
+                    work.extend(
+                        blocks[x]
+                            .preds
+                            .iter()
+                            .copied()
+                            .filter(|&p| order[p] != usize::MAX),
+                    );
                 }
                 Loop {
                     header,
@@ -242,12 +246,13 @@ impl Cfg {
             }
             loops[i].depth = d;
         }
-        let mut loop_of = vec![None; blocks.len()];
-        for b in 0..blocks.len() {
-            loop_of[b] = (0..loops.len())
-                .filter(|&j| loops[j].contains(b))
-                .min_by_key(|&j| loops[j].blocks.len());
-        }
+        let loop_of: Vec<Option<usize>> = (0..blocks.len())
+            .map(|b| {
+                (0..loops.len())
+                    .filter(|&j| loops[j].contains(b))
+                    .min_by_key(|&j| loops[j].blocks.len())
+            })
+            .collect();
         Ok(Cfg {
             blocks,
             idom,

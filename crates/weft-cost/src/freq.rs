@@ -279,7 +279,11 @@ impl Shape {
                         .iter()
                         .copied()
                         .filter(|&s| Some(s) != header)
-                        .filter_map(|s| index_of(s).filter(|&i| i != usize::MAX && i > k).map(|i| (s, i)))
+                        .filter_map(|s| {
+                            index_of(s)
+                                .filter(|&i| i != usize::MAX && i > k)
+                                .map(|i| (s, i))
+                        })
                         .collect();
                     leaves.push(inside.len() < out.len());
                     succs.push(inside);

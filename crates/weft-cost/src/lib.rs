@@ -308,8 +308,11 @@ struct Analysis {
 /// [`ANALYSIS_CACHE`] entries; a hit compares the bytes, not just a hash.
 #[derive(Debug, Default)]
 struct AnalysisCache {
-    entries: std::sync::Mutex<Vec<(Isa, Vec<u8>, std::sync::Arc<Analysis>)>>,
+    entries: std::sync::Mutex<Vec<CacheEntry>>,
 }
+
+/// One cached body: its ISA and bytes (compared on a hit) and analysis.
+type CacheEntry = (Isa, Vec<u8>, std::sync::Arc<Analysis>);
 
 /// Bodies an analysis cache holds.
 const ANALYSIS_CACHE: usize = 64;
@@ -442,9 +445,7 @@ impl CostModel {
                 &est,
                 r,
             ),
-            None => {
-                model::region_count(decoded, cfg, &est, r, FALLBACK_INSTRUCTIONS_PER_CYCLE)
-            }
+            None => model::region_count(decoded, cfg, &est, r, FALLBACK_INSTRUCTIONS_PER_CYCLE),
         };
         let outside = region(None);
         let mut total = outside.per_iteration;
@@ -497,7 +498,7 @@ impl CostModel {
 impl CostModel {
     /// The analysis of `code`'s bytes, from the cache or made now.
     fn analyse(&self, code: &NativeCode) -> Result<std::sync::Arc<Analysis>, CostError> {
-        let lookup = |entries: &Vec<(Isa, Vec<u8>, std::sync::Arc<Analysis>)>| {
+        let lookup = |entries: &Vec<CacheEntry>| {
             entries
                 .iter()
                 .find(|(isa, bytes, _)| *isa == code.isa && *bytes == code.bytes)

@@ -354,7 +354,12 @@ fn chain(
             } else {
                 table.forward_vec
             };
-            mem_latency - c.load_latency.max(if inst.class.is_memory() { c.latency } else { 0.0 })
+            mem_latency
+                - c.load_latency.max(if inst.class.is_memory() {
+                    c.latency
+                } else {
+                    0.0
+                })
                 + through
         };
         for r in inst.reads.iter() {
@@ -448,7 +453,10 @@ fn max_cycle_mean(edges: &[(u16, u16, f64)]) -> f64 {
         return 0.0;
     }
     let idx = |r: u16| nodes.binary_search(&r).unwrap_or(0);
-    let e: Vec<(usize, usize, f64)> = edges.iter().map(|(a, b, w)| (idx(*a), idx(*b), *w)).collect();
+    let e: Vec<(usize, usize, f64)> = edges
+        .iter()
+        .map(|(a, b, w)| (idx(*a), idx(*b), *w))
+        .collect();
     // d[k][v]: heaviest walk of exactly k edges from the virtual source
     // (which reaches every node with one 0-weight edge, so k counts from 1).
     let mut d = vec![vec![f64::NEG_INFINITY; n]; n + 1];
@@ -464,16 +472,16 @@ fn max_cycle_mean(edges: &[(u16, u16, f64)]) -> f64 {
         }
     }
     let mut best = 0.0f64;
-    for v in 0..n {
-        if d[n][v] == f64::NEG_INFINITY {
+    for (v, &last) in d[n].iter().enumerate() {
+        if last == f64::NEG_INFINITY {
             continue;
         }
-        let mut worst = f64::INFINITY;
-        for k in 0..n {
-            if d[k][v] > f64::NEG_INFINITY {
-                worst = worst.min((d[n][v] - d[k][v]) / (n - k) as f64);
-            }
-        }
+        let worst = d[..n]
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| row[v] > f64::NEG_INFINITY)
+            .map(|(k, row)| (last - row[v]) / (n - k) as f64)
+            .fold(f64::INFINITY, f64::min);
         if worst.is_finite() {
             best = best.max(worst);
         }
@@ -532,7 +540,11 @@ pub(crate) fn region_cost(
             taken += a * 0.5;
         }
         if a >= 1.0 - 1e-9 {
-            every.extend(code.insts[blk.first..blk.end].iter().zip(&costs[blk.first..blk.end]));
+            every.extend(
+                code.insts[blk.first..blk.end]
+                    .iter()
+                    .zip(&costs[blk.first..blk.end]),
+            );
         }
     }
     // The chains depend only on which instructions run every iteration:
@@ -586,9 +598,11 @@ pub(crate) fn region_cost(
         }
         None => candidates.push((longest, Bound::Recurrence)),
     }
-    let (per_iteration, bound) = candidates
-        .into_iter()
-        .fold((0.0, Bound::Issue), |best, c| if c.0 > best.0 { c } else { best });
+    let (per_iteration, bound) =
+        candidates.into_iter().fold(
+            (0.0, Bound::Issue),
+            |best, c| if c.0 > best.0 { c } else { best },
+        );
     let (entry_ports, _) = per_entry.port_bound();
     let per_entry_cycles = entry_ports.max(per_entry.uops / table.issue);
     RegionCost {
@@ -623,7 +637,11 @@ pub(crate) fn region_count(
         a_sum += n * a;
         e_sum += n * e;
         if a >= 1.0 - 1e-9 {
-            body.extend(code.insts[blk.first..blk.end].iter().map(|i| i.offset as usize));
+            body.extend(
+                code.insts[blk.first..blk.end]
+                    .iter()
+                    .map(|i| i.offset as usize),
+            );
         }
     }
     RegionCost {

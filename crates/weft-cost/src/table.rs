@@ -82,9 +82,7 @@ impl TableId {
 
     /// The shipped table whose `match` line fits `host`, if any.
     pub fn for_host(host: &Host) -> Option<TableId> {
-        TableId::ALL
-            .into_iter()
-            .find(|id| id.table().matches(host))
+        TableId::ALL.into_iter().find(|id| id.table().matches(host))
     }
 }
 
@@ -249,11 +247,18 @@ impl PortTable {
             let mut words = stmt.split_whitespace();
             let keyword = words.next().unwrap_or("");
             let rest: Vec<&str> = words.collect();
-            let need_tag = || tag.clone().ok_or_else(|| err(format!("`{keyword}` needs `; SOURCE`")));
+            let need_tag = || {
+                tag.clone()
+                    .ok_or_else(|| err(format!("`{keyword}` needs `; SOURCE`")))
+            };
             match keyword {
                 "table" => {
-                    t.id = rest.first().ok_or_else(|| err("table needs an id".into()))?.to_string();
-                    t.title = quoted(stmt).ok_or_else(|| err("table needs a quoted title".into()))?;
+                    t.id = rest
+                        .first()
+                        .ok_or_else(|| err("table needs an id".into()))?
+                        .to_string();
+                    t.title =
+                        quoted(stmt).ok_or_else(|| err("table needs a quoted title".into()))?;
                 }
                 "isa" => {
                     t.isa = match rest.first().copied() {
@@ -284,7 +289,9 @@ impl PortTable {
                     }
                 }
                 "source" => {
-                    let tag = rest.first().ok_or_else(|| err("source needs a tag".into()))?;
+                    let tag = rest
+                        .first()
+                        .ok_or_else(|| err("source needs a tag".into()))?;
                     let citation =
                         quoted(stmt).ok_or_else(|| err("source needs a quoted citation".into()))?;
                     t.sources.push(Source {
@@ -303,7 +310,8 @@ impl PortTable {
                     t.statement_sources.push(("issue".into(), need_tag()?));
                 }
                 "window" => {
-                    t.window = number(rest.first().copied()).ok_or_else(|| err("window N".into()))?;
+                    t.window =
+                        number(rest.first().copied()).ok_or_else(|| err("window N".into()))?;
                     t.statement_sources.push(("window".into(), need_tag()?));
                 }
                 "load-latency" | "store-forward" | "peak-flops" | "bandwidth" | "caches" => {
@@ -343,9 +351,11 @@ impl PortTable {
                 }
                 "row" => {
                     let source = need_tag()?;
-                    let row = parse_row(&rest, &t.ports)
-                        .map_err(|m| err(m))?;
-                    if t.rows.iter().any(|r| r.class == row.class && r.width == row.width) {
+                    let row = parse_row(&rest, &t.ports).map_err(&err)?;
+                    if t.rows
+                        .iter()
+                        .any(|r| r.class == row.class && r.width == row.width)
+                    {
                         return Err(err(format!(
                             "second row for {} {}",
                             row.class,
@@ -371,7 +381,9 @@ impl PortTable {
             }
         }
         if t.id.is_empty() || t.isa == Isa::Other || t.ports.is_empty() || t.issue <= 0.0 {
-            return Err(fail("a table needs `table`, `isa`, `ports` and `issue`".into()));
+            return Err(fail(
+                "a table needs `table`, `isa`, `ports` and `issue`".into(),
+            ));
         }
         if t.forward_vec <= 0.0 {
             // Without a measurement, forwarding costs a load.
@@ -380,10 +392,14 @@ impl PortTable {
             t.forward_partial = t.load_latency_vec;
         }
         if t.peak_flops_f32 <= 0.0 || t.bandwidth.iter().any(|b| *b <= 0.0) || t.caches.l1d == 0 {
-            return Err(fail("a table needs `peak-flops`, `bandwidth` and `caches`".into()));
+            return Err(fail(
+                "a table needs `peak-flops`, `bandwidth` and `caches`".into(),
+            ));
         }
         if !t.rows.iter().any(|r| r.class == Class::Unknown) {
-            return Err(fail("a table needs a conservative `row unknown` line".into()));
+            return Err(fail(
+                "a table needs a conservative `row unknown` line".into(),
+            ));
         }
         Ok(t)
     }
@@ -392,7 +408,11 @@ impl PortTable {
     pub fn matches(&self, host: &Host) -> bool {
         host.isa == self.isa
             && self.host.vendor.as_ref().is_none_or(|v| *v == host.vendor)
-            && self.host.model.as_ref().is_none_or(|m| host.model.contains(m.as_str()))
+            && self
+                .host
+                .model
+                .as_ref()
+                .is_none_or(|m| host.model.contains(m.as_str()))
             && self.host.has.iter().all(|f| host.has(*f))
             && !self.host.lacks.iter().any(|f| host.has(*f))
     }
@@ -404,14 +424,23 @@ impl PortTable {
         if let Some(r) = find(width) {
             return r;
         }
-        let wider = Width::ALL.iter().filter(|w| **w > width).find_map(|w| find(*w));
-        let narrower = Width::ALL.iter().rev().filter(|w| **w < width).find_map(|w| find(*w));
+        let wider = Width::ALL
+            .iter()
+            .filter(|w| **w > width)
+            .find_map(|w| find(*w));
+        let narrower = Width::ALL
+            .iter()
+            .rev()
+            .filter(|w| **w < width)
+            .find_map(|w| find(*w));
         wider.or(narrower).unwrap_or_else(|| self.unknown())
     }
 
     /// Whether the table has a row for exactly `class` at `width`.
     pub fn has_row(&self, class: Class, width: Width) -> bool {
-        self.rows.iter().any(|r| r.class == class && r.width == width)
+        self.rows
+            .iter()
+            .any(|r| r.class == class && r.width == width)
     }
 
     /// The conservative row for instructions no class covers.
@@ -450,7 +479,9 @@ fn quoted(s: &str) -> Option<String> {
 }
 
 fn number(s: Option<&str>) -> Option<f64> {
-    s?.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)
+    s?.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 fn pairs(words: &[&str]) -> Option<Vec<(String, f64)>> {
@@ -550,7 +581,8 @@ mod tests {
 
     #[test]
     fn an_undeclared_source_tag_is_refused() {
-        let text = "table t \"T\"\nisa x86_64\nports P0\nrow fp.add x uops=1 lat=3 use=P0 ; nowhere\n";
+        let text =
+            "table t \"T\"\nisa x86_64\nports P0\nrow fp.add x uops=1 lat=3 use=P0 ; nowhere\n";
         let e = PortTable::parse(text).unwrap_err();
         assert!(e.message.contains("nowhere"), "{e}");
     }

@@ -56,7 +56,10 @@ fn q8_0_avx512_two_row_twin_at_17_rows_of_35_blocks_batch_2() {
             .with("batch", 2),
     );
     let offer = arm.offer(&site, &host).unwrap();
-    let twin = TWINS.iter().find(|t| t.name().ends_with("avx512vnni.r2")).unwrap();
+    let twin = TWINS
+        .iter()
+        .find(|t| t.name().ends_with("avx512vnni.r2"))
+        .unwrap();
     let p = CostModel::with_table(TableId::Zen4)
         .price(&twin.emit(&offer).unwrap(), &twin.nest(&offer), &offer)
         .unwrap();

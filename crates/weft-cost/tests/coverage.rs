@@ -84,4 +84,3 @@ fn every_known_a64_instruction_of_the_families_has_a_row_in_the_a64_table() {
     // (umaxp for "any lane"): priced conservatively, and few.
     assert!(unknown <= 8, "{unknown} unknown arm64 instructions");
 }
-

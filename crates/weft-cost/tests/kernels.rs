@@ -84,7 +84,11 @@ fn every_elementwise_candidate_prices_at_lengths_with_and_without_tails() {
     }
 }
 
-fn price_x64(code: &weft_kernel::NativeCode, nest: &[weft_kernel::LoopTrip], offer: &weft_kernel::Offer) -> Priced {
+fn price_x64(
+    code: &weft_kernel::NativeCode,
+    nest: &[weft_kernel::LoopTrip],
+    offer: &weft_kernel::Offer,
+) -> Priced {
     model(Isa::X86_64).price(code, nest, offer).unwrap()
 }
 
@@ -114,7 +118,11 @@ fn the_vnni_twins_price_below_the_arm_when_weights_sit_in_l1() {
     let h = host();
     let arm = Q8MatvecArm;
     let offer = arm.offer(&q8_site(16, 1024, 1), &h).unwrap();
-    let arm_price = price_x64(&arm.build(&offer, Isa::X86_64).unwrap(), &arm.nest(&offer), &offer);
+    let arm_price = price_x64(
+        &arm.build(&offer, Isa::X86_64).unwrap(),
+        &arm.nest(&offer),
+        &offer,
+    );
     for twin in TWINS {
         let p = price_x64(&twin.emit(&offer).unwrap(), &twin.nest(&offer), &offer);
         assert!(

@@ -66,7 +66,10 @@ fn nested_loops_are_found_and_multiplied_down_the_nest() {
     assert_eq!(p.loops[1].entries, 10.0);
     assert_eq!(p.loops[1].iterations, 1000.0);
     // Two independent 3-cycle add chains: the latency bounds an iteration.
-    assert!((p.loops[1].cycles_per_iteration - 3.0).abs() < 1e-9, "{p:?}");
+    assert!(
+        (p.loops[1].cycles_per_iteration - 3.0).abs() < 1e-9,
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -233,7 +236,10 @@ fn a_plain_forward_branch_is_taken_half_the_time() {
         .row(weft_cost::Class::FpDiv, weft_cost::Width::V256);
     let divider = row.usage[0].1;
     // Twelve divides an iteration on average, on one divider.
-    assert!((p.loops[0].cycles_per_iteration - 12.0 * divider).abs() < 1e-9, "{p:?}");
+    assert!(
+        (p.loops[0].cycles_per_iteration - 12.0 * divider).abs() < 1e-9,
+        "{p:?}"
+    );
 }
 
 /// A top-tested loop with a tail pass reached from its header: the tail
@@ -286,7 +292,10 @@ mod a64 {
     use super::*;
     use weft_a64::*;
 
-    fn code(build: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>, pool: &[u32]) -> NativeCode {
+    fn code(
+        build: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
+        pool: &[u32],
+    ) -> NativeCode {
         let mut a = Assembler::new();
         build(&mut a).unwrap();
         let mut words = a.finish().unwrap();
@@ -327,7 +336,10 @@ mod a64 {
         assert_eq!(p.unknown_instructions, 0);
         assert_eq!(p.loops[1].iterations, 200.0);
         // The fadd chain (2 cycles on Neoverse V2) bounds the inner loop.
-        assert!((p.loops[1].cycles_per_iteration - 2.0).abs() < 1e-9, "{p:?}");
+        assert!(
+            (p.loops[1].cycles_per_iteration - 2.0).abs() < 1e-9,
+            "{p:?}"
+        );
         let e = v2(&c, &[trip("i", 4, 0)]).unwrap_err();
         assert_eq!(e.name(), "nest-mismatch");
     }

@@ -70,7 +70,6 @@ impl Regs {
     pub(crate) fn iter(&self) -> impl Iterator<Item = Reg> + '_ {
         self.r[..self.n as usize].iter().map(|&r| Reg(r))
     }
-
 }
 
 /// Where control goes after an instruction.
@@ -183,7 +182,9 @@ pub(crate) fn traverse(
         let mut at = start;
         loop {
             if at as usize >= len {
-                return Err(CostError::FallsOffEnd { offset: at as usize });
+                return Err(CostError::FallsOffEnd {
+                    offset: at as usize,
+                });
             }
             if seen[at as usize] {
                 break;
