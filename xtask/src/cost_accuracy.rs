@@ -38,6 +38,9 @@
 //!   llvm-mca could read (it fails on some AVX-512 forms); `n/a` without
 //!   llvm-mca.
 //!
+//! `--quick` runs fewer rounds; `--only=WORD` measures only the geometries
+//! (`16x1024x1`, `elementwise.exp len=1000`) containing WORD.
+//!
 //! The last line is
 //! `cost-accuracy: pairs=N decision=D unseparated=U spearman=R l1_error=E closer_than_roofline=K mca_l1_error=M`.
 
@@ -94,6 +97,16 @@ const Q8_SHAPES: &[(usize, usize, usize)] = &[
 
 /// Elementwise lengths: L1-resident (odd ones among them), L2, L3, DRAM.
 const LENGTHS: &[usize] = &[64, 256, 1000, 2999, 16_384, 300_000, 6_000_000];
+
+/// The `--only=WORD` filter (a geometry or family substring), if given.
+static ONLY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Whether the geometry described by `what` is measured this run.
+fn selected(what: &str) -> bool {
+    ONLY.get()
+        .and_then(|o| o.as_ref())
+        .is_none_or(|w| what.contains(w.as_str()))
+}
 
 /// One measured and priced (candidate, geometry).
 #[derive(Clone, Debug)]
@@ -238,6 +251,9 @@ fn q8_rows(
 ) -> Result<(), String> {
     let arm = Q8MatvecArm;
     for &(rows, cols, batch) in Q8_SHAPES {
+        if !selected(&format!("{rows}x{cols}x{batch}")) {
+            continue;
+        }
         let geometry = Geometry::new()
             .with("rows", rows as u64)
             .with("cols", cols as u64)
@@ -312,6 +328,9 @@ fn elementwise_rows(
             Func::Erf => "elementwise.erf",
         };
         for &len in LENGTHS {
+            if !selected(&format!("{family} len={len}")) {
+                continue;
+            }
             let site = Site::new(arm.family(), Geometry::new().with("len", len as u64));
             let offer = arm.offer(&site, host).map_err(|e| e.to_string())?;
             let mut cands = Vec::new();
@@ -584,6 +603,10 @@ fn summarize(rows: &[Row]) -> Summary {
 /// Run the comparison and print every row, the figures and the summary.
 pub fn run(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
+    let _ = ONLY.set(
+        args.iter()
+            .find_map(|a| a.strip_prefix("--only=").map(str::to_owned)),
+    );
     let rounds = if quick { QUICK_ROUNDS } else { ROUNDS };
     let host = Host::detect();
     let model = CostModel::for_host(&host);

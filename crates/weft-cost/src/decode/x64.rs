@@ -868,16 +868,7 @@ fn classify(instr: &iced_x86::Instruction, kind: Kind) -> Class {
                 }
             }
             Special::Broadcast => {
-                // Byte and word broadcasts from memory take a shuffle µop
-                // besides the load (weft-mb: they compete with shuffles);
-                // dword, qword and wider broadcast in the load unit.
-                let narrow = matches!(
-                    instr.mnemonic(),
-                    Mnemonic::Vpbroadcastb | Mnemonic::Vpbroadcastw
-                );
-                if any_mem && narrow {
-                    Class::VecInsert
-                } else if any_mem {
+                if any_mem {
                     Class::VecBroadcastLoad
                 } else if reg(1).is_gpr() {
                     Class::GprToVec
