@@ -541,6 +541,8 @@ struct Summary {
     closer_than_roofline: f64,
     mca_l1_error: Option<f64>,
     mca_l1_n: usize,
+    /// The model's own L1 error over the rows llvm-mca priced (like for like).
+    l1_error_on_mca_rows: Option<f64>,
 }
 
 fn summarize(rows: &[Row]) -> Summary {
@@ -587,6 +589,11 @@ fn summarize(rows: &[Row]) -> Summary {
         .iter()
         .filter_map(|r| r.mca.map(|p| rel(p, r.measured)))
         .collect();
+    let same: Vec<f64> = l1
+        .iter()
+        .filter(|r| r.mca.is_some())
+        .map(|r| rel(r.predicted, r.measured))
+        .collect();
     Summary {
         pairs: rows.len(),
         decisions: gapped,
@@ -597,6 +604,8 @@ fn summarize(rows: &[Row]) -> Summary {
         closer_than_roofline: log_ratio.exp(),
         mca_l1_error: (!mca.is_empty()).then(|| mca.iter().sum::<f64>() / mca.len() as f64),
         mca_l1_n: mca.len(),
+        l1_error_on_mca_rows: (!same.is_empty())
+            .then(|| same.iter().sum::<f64>() / same.len() as f64),
     }
 }
 
@@ -619,6 +628,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         host.model,
         crate::cost_calibrate::load_average(),
     );
+    let issue_before = crate::cost_calibrate::issue_rate()?;
     let mut rows = Vec::new();
     let mut mca = McaCache::new();
     q8_rows(&host, &model, rounds, &mut rows, &mut mca)?;
@@ -653,6 +663,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     let s = summarize(&rows);
+    println!(
+        "issue rate of an add/vector-add mix: {issue_before:.1} per cycle before, {:.1} after \
+         (6 when the core is not shared with a busy sibling)",
+        crate::cost_calibrate::issue_rate()?
+    );
     if let Ok(g) = PRICING.lock() {
         println!(
             "pricing: {} calls, mean {:.1} µs, max {:.1} µs per candidate",
@@ -668,6 +683,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         s.mca_l1_n,
         crate::cost_calibrate::load_average()
     );
+    if let (Some(m), Some(o)) = (s.mca_l1_error, s.l1_error_on_mca_rows) {
+        println!(
+            "on the {} L1 rows llvm-mca priced: model l1_error={o:.3}, llvm-mca {m:.3}",
+            s.mca_l1_n
+        );
+    }
     println!(
         "cost-accuracy: pairs={} decision={:.3} unseparated={:.3} spearman={:.3} l1_error={:.3} closer_than_roofline={:.2} mca_l1_error={}",
         s.pairs,

@@ -735,6 +735,21 @@ fn probes() -> Vec<Probe> {
         probe!(
             IntAlu,
             Scalar,
+            "issue mix of six: 2 add, 3 vector ops, a load",
+            Vex,
+            false,
+            |a, d, _s| {
+                a.add(G[d % 6], rsi)?;
+                a.vpaddd(Y[d], Y[d], Y[VEX_SRC])?;
+                a.vpxor(Y[(d + 6) % 12], Y[(d + 6) % 12], Y[VEX_SRC])?;
+                a.vmovdqu(Y[12 + d % 2], ymmword_ptr(rsi + 64 * d as i32))?;
+                a.add(G[(d + 3) % 6], rsi)?;
+                a.vpsubd(Y[d], Y[d], Y[VEX_SRC])
+            }
+        ),
+        probe!(
+            IntAlu,
+            Scalar,
             "issue mix add r64 + vpaddd ymm",
             Vex,
             false,
@@ -1000,6 +1015,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         load_average()
     );
     Ok(())
+}
+
+/// Instructions dispatched per cycle by a mix of independent integer adds
+/// and 256-bit vector adds (6 on a Zen 4 core of one's own; a busy SMT
+/// sibling halves it): a record of how shared the core was.
+pub fn issue_rate() -> Result<f64, String> {
+    let probe = probes()
+        .into_iter()
+        .find(|p| p.text.starts_with("issue mix add"))
+        .ok_or("the issue probe is missing")?;
+    let mut buffer = vec![0u8; 4096];
+    let cycles = measure(
+        assemble(&probe, false).map_err(|e| e.to_string())?,
+        &mut buffer,
+    )?;
+    Ok(1.0 / cycles)
 }
 
 /// The 1-minute load average, as `/proc/loadavg` says (for the record).
