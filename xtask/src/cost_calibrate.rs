@@ -671,46 +671,46 @@ fn probes() -> Vec<Probe> {
         probe!(
             Store,
             Scalar,
-            "chain mov [m],r64; mov r64,[m]",
+            "chain mov [rsp],r64; mov r64,[rsp]",
             Gpr,
             true,
             |a, d, _s| {
-                a.mov(qword_ptr(rsi + 512 + 64 * d as i32), G[d])?;
-                a.mov(G[d], qword_ptr(rsi + 512 + 64 * d as i32))
+                a.mov(qword_ptr(rsp + 512 + 64 * d as i32), G[d])?;
+                a.mov(G[d], qword_ptr(rsp + 512 + 64 * d as i32))
             }
         ),
         probe!(
             VecStore,
             V512,
-            "chain vmovdqu64 [m],zmm; mov r,[m+8]; vmovq",
+            "chain vmovdqu64 [rsp],zmm; mov r,[rsp+8]; vmovq",
             Evex,
             true,
             |a, d, _s| {
-                a.vmovdqu64(zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32), Z[d])?;
-                a.mov(G[d % 6], qword_ptr(rsi + 520 + 128 * (d % 8) as i32))?;
+                a.vmovdqu64(zmmword_ptr(rsp + 512 + 128 * (d % 8) as i32), Z[d])?;
+                a.mov(G[d % 6], qword_ptr(rsp + 520 + 128 * (d % 8) as i32))?;
                 a.vmovq(X[d], G[d % 6])
             }
         ),
         probe!(
             VecStore,
             V128,
-            "chain vmovdqu [m],xmm; vmovdqu xmm,[m]",
+            "chain vmovdqu [rsp],xmm; vmovdqu xmm,[rsp]",
             Vex,
             true,
             |a, d, _s| {
-                a.vmovdqu(xmmword_ptr(rsi + 512 + 64 * d as i32), X[d])?;
-                a.vmovdqu(X[d], xmmword_ptr(rsi + 512 + 64 * d as i32))
+                a.vmovdqu(xmmword_ptr(rsp + 512 + 64 * d as i32), X[d])?;
+                a.vmovdqu(X[d], xmmword_ptr(rsp + 512 + 64 * d as i32))
             }
         ),
         probe!(
             VecStore,
             V512,
-            "chain vmovdqu64 [m],zmm; vmovdqu64 zmm,[m]",
+            "chain vmovdqu64 [rsp],zmm; vmovdqu64 zmm,[rsp]",
             Evex,
             true,
             |a, d, _s| {
-                a.vmovdqu64(zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32), Z[d])?;
-                a.vmovdqu64(Z[d], zmmword_ptr(rsi + 512 + 128 * (d % 8) as i32))
+                a.vmovdqu64(zmmword_ptr(rsp + 512 + 128 * (d % 8) as i32), Z[d])?;
+                a.vmovdqu64(Z[d], zmmword_ptr(rsp + 512 + 128 * (d % 8) as i32))
             }
         ),
         probe!(
@@ -776,6 +776,8 @@ fn assemble(p: &Probe, latency: bool) -> Result<Vec<u8>, IcedError> {
     a.set_prefer_vex(p.file != File::Evex);
     a.mov(rcx, qword_ptr(rdi))?;
     a.mov(rsi, qword_ptr(rdi + 8))?;
+    // A frame of our own: the forwarding probes chain through stack bytes.
+    a.sub(rsp, 4096)?;
     // Defined starting values: zeros everywhere, all-ones masks.
     let live = if p.file == File::Evex { 32 } else { 16 };
     for z in &Z[..live] {
@@ -805,6 +807,7 @@ fn assemble(p: &Probe, latency: bool) -> Result<Vec<u8>, IcedError> {
     }
     a.dec(rcx)?;
     a.jne(top)?;
+    a.add(rsp, 4096)?;
     a.vzeroupper()?;
     a.ret()?;
     a.assemble(0)
