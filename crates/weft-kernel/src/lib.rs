@@ -409,6 +409,19 @@ pub enum Refusal {
     /// Native emission is switched off (`WEFT_NATIVE_EMIT=off`).
     #[error("native-emit-off: twins are switched off")]
     NativeEmitOff,
+    /// A saved-results-only compile found no saved verdict for this twin,
+    /// and may not validate anything new.
+    #[error("no-saved-verdict: {candidate} has no saved validation verdict for this host")]
+    NoSavedVerdict {
+        /// The twin's candidate name.
+        candidate: String,
+    },
+    /// The family registered no twin checker, so no twin of it can be validated.
+    #[error("no-checker: family {family} cannot validate twins")]
+    NoChecker {
+        /// The family's name.
+        family: String,
+    },
 }
 
 impl Refusal {
@@ -427,6 +440,8 @@ impl Refusal {
             Refusal::CompileError { .. } => "compile-error",
             Refusal::UnknownLayout { .. } => "unknown-layout",
             Refusal::NativeEmitOff => "native-emit-off",
+            Refusal::NoSavedVerdict { .. } => "no-saved-verdict",
+            Refusal::NoChecker { .. } => "no-checker",
         }
     }
 }
@@ -633,6 +648,27 @@ pub trait TwinCheck: Send + Sync {
     ) -> Result<Checked, Refusal>;
 }
 
+/// A family's way to run its bodies on realistic inputs at a site's
+/// geometry, for the planner's micro-race.
+pub trait Workbench: Send + Sync {
+    /// Inputs (deterministic in `seed`) at `offer`'s geometry, laid out as
+    /// the offer says (packed operands included), ready to run any body
+    /// built for that offer.
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn Bench>, Refusal>;
+}
+
+/// Prepared inputs that run one body at a time (see [`Workbench`]).
+pub trait Bench {
+    /// Run `code` once over the prepared inputs (the whole site, one thread).
+    ///
+    /// # Safety
+    ///
+    /// `code` must be a body an [`Arm`] or [`Twin`] built for the offer
+    /// these inputs were prepared for (so it honours the leaf ABI for the
+    /// argument struct the bench calls it with).
+    unsafe fn run(&mut self, code: &Arc<PlacedCode>) -> Result<(), Refusal>;
+}
+
 /// Everything a family registers with a planner's catalogue: its arms,
 /// its twins (each naming the arm whose offer it takes) and how its twins
 /// are validated. New families join by building one of these.
@@ -646,6 +682,9 @@ pub struct FamilyEntry {
     pub twins: Vec<Arc<dyn Twin>>,
     /// How a twin is checked against its arm.
     pub check: Arc<dyn TwinCheck>,
+    /// How bodies are run for a micro-race (`None`: the family cannot be
+    /// raced, and prices too close to call keep the tie rule's choice).
+    pub bench: Option<Arc<dyn Workbench>>,
 }
 
 impl fmt::Debug for FamilyEntry {
@@ -772,6 +811,10 @@ mod tests {
                 twin_bits: 2,
             },
             Refusal::NativeEmitOff,
+            Refusal::NoSavedVerdict {
+                candidate: "t".into(),
+            },
+            Refusal::NoChecker { family: "f".into() },
         ];
         for r in all {
             assert!(r.to_string().starts_with(r.name()), "{r}");

@@ -201,6 +201,32 @@ impl Target {
         })
     }
 
+    /// `arch` with its baseline features plus the boolean ISA settings
+    /// `enable` (Cranelift's names, e.g. `has_dotprod`): what an arm
+    /// compiles to on a host with those features, listed from any host.
+    /// For inspection only: the code may need features this host lacks,
+    /// so it is never marked as the host's.
+    pub fn baseline_with(arch: Arch, enable: &[&str]) -> Result<Target, ManagedError> {
+        let triple = arch.triple_name();
+        let mut builder = isa::lookup_by_name(triple).map_err(|e| ManagedError::IsaLookup {
+            triple,
+            message: e.to_string(),
+        })?;
+        for flag in enable {
+            builder
+                .enable(flag)
+                .map_err(|e| ManagedError::Settings(format!("{flag}: {e}")))?;
+        }
+        let isa = builder
+            .finish(shared_flags()?)
+            .map_err(|e| ManagedError::Settings(e.to_string()))?;
+        Ok(Target {
+            arch,
+            host: false,
+            isa,
+        })
+    }
+
     /// The architecture.
     pub fn arch(&self) -> Arch {
         self.arch

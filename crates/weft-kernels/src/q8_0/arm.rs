@@ -6,15 +6,27 @@
 //! three tail blocks into groups 0, 1, 2, then the contract's fold and one
 //! f32 store. Each block is two 16-byte halves:
 //!
-//! - **Integer part** by the bias method, exact for every `i8` weight and
-//!   every activation: `u = w ^ 0x80` (= `w + 128` as `u8`),
-//!   `dot(u, x) + c = Σ w·x` per dword with `c = -128 · Σ x` (pairwise
-//!   widening sums of `x`). `dot(u, s) + c` is
-//!   written as the widen–multiply–pairwise-add tree that Cranelift's x64
-//!   backend folds into one `vpdpbusd` on VNNI hosts (rule in
-//!   cranelift-codegen 0.135.8 `isa/x64/lower.isle`: `a` sign-extended,
-//!   `b` zero-extended, `iadd(tree, c)`); elsewhere the tree lowers to
-//!   ordinary widening multiplies and adds with the same exact result.
+//! - **Integer part**, exact, written as the tree each backend folds
+//!   ("use what Cranelift offers"; both trees give the same i32s):
+//!   - **x64: the bias method**, exact for every `i8` weight and every
+//!     activation: `u = w ^ 0x80` (= `w + 128` as `u8`),
+//!     `dot(u, x) + c = Σ w·x` per dword with `c = -128 · Σ x` (pairwise
+//!     widening sums of `x`). `dot(u, s) + c` is written as the
+//!     widen–multiply–pairwise-add tree that Cranelift's x64 backend folds
+//!     into one `vpdpbusd` on VNNI hosts (rule in cranelift-codegen 0.135.8
+//!     `isa/x64/lower.isle`: `a` sign-extended, `b` zero-extended,
+//!     `iadd(tree, c)`); elsewhere the tree lowers to ordinary widening
+//!     multiplies and adds with the same exact result.
+//!   - **aarch64: the signed tree** `dot(w, x) + 0`, both operands
+//!     sign-extended, which the aarch64 backend folds into one `sdot` when
+//!     the target has FEAT_DotProd (`has_dotprod`, set by cranelift-native
+//!     on such hosts; rule in `isa/aarch64/lower.isle`). The bias tree is
+//!     not folded there: its `usdot` rule (FEAT_I8MM) wants the unsigned
+//!     operand first, the opposite of the x64 rule, and would still pay
+//!     for `c`. Without FEAT_DotProd (the baseline target used to list
+//!     aarch64 code on other hosts) the signed tree lowers to
+//!     `smull`/`smull2`/`saddlp`/`addp` (snapshot `q8_0_arm_aarch64_*`
+//!     in `tests/q8_0_a64.rs`).
 //! - **Scales** widened from binary16 with integer operations (Cranelift
 //!   has no vector f16 widening): `em = h & 0x7fff`; normal:
 //!   `(em << 13) + (112 << 23)`; inf/NaN (`em ≥ 0x7c00`): another
@@ -29,7 +41,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
     Family, Host, Isa, Kernel, KernelArgs, LoopTrip, MemberViews, NativeCode, Offer, Refusal, Site,
 };
-use weft_managed::{ArmCode, ManagedError, Target};
+use weft_managed::{Arch, ArmCode, ManagedError, Target};
 
 use crate::arm_build::{build_native, host_isa};
 
@@ -38,27 +50,51 @@ use super::{check_geometry, contract, offsets, Q8MatvecArgs, BLOCK_BYTES, FAMILY
 /// The arm's candidate name.
 pub const ARM_NAME: &str = "q8_0.matvec.arm.f32x4";
 
-fn le() -> MemFlagsData {
+pub(super) fn le() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 
 /// Data loads: in bounds by the contract (checked by the args' constructor).
-fn data_flags() -> MemFlagsData {
+pub(super) fn data_flags() -> MemFlagsData {
     let mut f = MemFlagsData::new().with_endianness(Endianness::Little);
     f.set_notrap();
     f
 }
 
 /// Constants the block body uses, built once in the entry block.
-struct Consts {
+pub(super) struct Consts {
     bias: Value,
-    zero_i32: Value,
+    pub(super) zero_i32: Value,
     mask_em: Value,
     mask_sign: Value,
     exp_adjust: Value,
     inf_threshold: Value,
     sub_threshold: Value,
     two_m24: Value,
+}
+
+impl Consts {
+    /// Build the constants in the current block.
+    pub(super) fn new(b: &mut FunctionBuilder<'_>) -> Self {
+        let bias8 = b.ins().iconst(types::I8, 0x80);
+        let z = b.ins().iconst(types::I32, 0);
+        let em = b.ins().iconst(types::I32, 0x7fff);
+        let sg = b.ins().iconst(types::I32, 0x8000);
+        let adj = b.ins().iconst(types::I32, 112 << 23);
+        let inf = b.ins().iconst(types::I32, 0x7c00);
+        let sub = b.ins().iconst(types::I32, 0x400);
+        let two = b.ins().f32const(2f32.powi(-24));
+        Consts {
+            bias: b.ins().splat(types::I8X16, bias8),
+            zero_i32: b.ins().splat(types::I32X4, z),
+            mask_em: b.ins().splat(types::I32X4, em),
+            mask_sign: b.ins().splat(types::I32X4, sg),
+            exp_adjust: b.ins().splat(types::I32X4, adj),
+            inf_threshold: b.ins().splat(types::I32X4, inf),
+            sub_threshold: b.ins().splat(types::I32X4, sub),
+            two_m24: b.ins().splat(types::F32X4, two),
+        }
+    }
 }
 
 /// `dot(u, s) + c`: per dword `i`, `Σ_{k<4} u8(u[4i+k]) · i8(s[4i+k]) + c[i]`,
@@ -80,8 +116,31 @@ fn dot_u8_i8(b: &mut FunctionBuilder<'_>, u: Value, s: Value, c: Value) -> Value
     b.ins().iadd(tree, c)
 }
 
+/// `dot(a, s) + c`: per dword `i`, `Σ_{k<4} i8(a[4i+k]) · i8(s[4i+k]) + c[i]`,
+/// as the tree Cranelift's aarch64 backend folds into `sdot c, a, s` when
+/// the target has FEAT_DotProd (`has_dotprod`, rule in cranelift-codegen
+/// 0.135.8 `isa/aarch64/lower.isle`: both operands sign-extended, `a`
+/// first, `iadd(tree, c)`); without it the tree lowers to widening
+/// multiplies and pairwise adds with the same exact result.
+pub(super) fn dot_i8_i8(b: &mut FunctionBuilder<'_>, a: Value, s: Value, c: Value) -> Value {
+    let al = b.ins().swiden_low(a);
+    let sl = b.ins().swiden_low(s);
+    let lo = b.ins().imul(al, sl);
+    let ah = b.ins().swiden_high(a);
+    let sh = b.ins().swiden_high(s);
+    let hi = b.ins().imul(ah, sh);
+    let lo_l = b.ins().swiden_low(lo);
+    let lo_h = b.ins().swiden_high(lo);
+    let lo_p = b.ins().iadd_pairwise(lo_l, lo_h);
+    let hi_l = b.ins().swiden_low(hi);
+    let hi_h = b.ins().swiden_high(hi);
+    let hi_p = b.ins().iadd_pairwise(hi_l, hi_h);
+    let tree = b.ins().iadd_pairwise(lo_p, hi_p);
+    b.ins().iadd(tree, c)
+}
+
 /// binary16 bits in every i32 lane of `h` (0..=0xffff) → f32x4, exact.
-fn widen_f16(b: &mut FunctionBuilder<'_>, k: &Consts, h: Value) -> Value {
+pub(super) fn widen_f16(b: &mut FunctionBuilder<'_>, k: &Consts, h: Value) -> Value {
     let em = b.ins().band(h, k.mask_em);
     let sign = b.ins().band(h, k.mask_sign);
     let sign = b.ins().ishl_imm_u(sign, 16);
@@ -101,10 +160,30 @@ fn widen_f16(b: &mut FunctionBuilder<'_>, k: &Consts, h: Value) -> Value {
     b.ins().bitcast(types::F32X4, le(), v)
 }
 
+/// Which exact method computes the integer part (both give the same i32s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DotTree {
+    /// `dot(w ^ 0x80, x) - 128 · Σx`: the shape x64 folds into `vpdpbusd`.
+    Bias,
+    /// `dot(w, x) + 0`, both signed: the shape aarch64 folds into `sdot`.
+    Signed,
+}
+
+impl DotTree {
+    /// What each backend offers: the tree it folds into one instruction.
+    fn for_target(target: &Target) -> Self {
+        match target.arch() {
+            Arch::X86_64 => DotTree::Bias,
+            Arch::Aarch64 => DotTree::Signed,
+        }
+    }
+}
+
 /// One block at `pw`/`px` added into `acc` (its two f32x4 halves).
 fn block(
     b: &mut FunctionBuilder<'_>,
     k: &Consts,
+    tree: DotTree,
     pw: Value,
     px: Value,
     acc: [Value; 2],
@@ -122,19 +201,26 @@ fn block(
         let off = 2 + 16 * half as i32;
         let w = b.ins().load(types::I8X16, f, pw, off);
         let x = b.ins().load(types::I8X16, f, px, off);
-        let u = b.ins().bxor(w, k.bias);
-        // -128 · Σ x per dword, as pairwise widening adds (pmaddubsw and
-        // pmaddwd with ones on x64); a non-zero accumulator, so the
-        // mid-end cannot drop the `iadd` the vpdpbusd rule needs.
-        let xl = b.ins().swiden_low(x);
-        let xh = b.ins().swiden_high(x);
-        let pairs = b.ins().iadd_pairwise(xl, xh);
-        let pl = b.ins().swiden_low(pairs);
-        let ph = b.ins().swiden_high(pairs);
-        let sums = b.ins().iadd_pairwise(pl, ph);
-        let scaled = b.ins().ishl_imm_u(sums, 7);
-        let negcorr = b.ins().isub(k.zero_i32, scaled);
-        let q = dot_u8_i8(b, u, x, negcorr);
+        let q = match tree {
+            DotTree::Bias => {
+                let u = b.ins().bxor(w, k.bias);
+                // -128 · Σ x per dword, as pairwise widening adds (pmaddubsw
+                // and pmaddwd with ones on x64); a non-zero accumulator, so
+                // the mid-end cannot drop the `iadd` the vpdpbusd rule needs.
+                let xl = b.ins().swiden_low(x);
+                let xh = b.ins().swiden_high(x);
+                let pairs = b.ins().iadd_pairwise(xl, xh);
+                let pl = b.ins().swiden_low(pairs);
+                let ph = b.ins().swiden_high(pairs);
+                let sums = b.ins().iadd_pairwise(pl, ph);
+                let scaled = b.ins().ishl_imm_u(sums, 7);
+                let negcorr = b.ins().isub(k.zero_i32, scaled);
+                dot_u8_i8(b, u, x, negcorr)
+            }
+            // The mid-end keeps `iadd(tree, vconst 0)` (its `x + 0` rule
+            // matches scalar constants only), so the sdot rule still sees it.
+            DotTree::Signed => dot_i8_i8(b, w, x, k.zero_i32),
+        };
         let qf = b.ins().fcvt_from_sint(types::F32X4, q);
         let p = b.ins().fmul(qf, s);
         *slot = b.ins().fadd(*slot, p);
@@ -185,26 +271,8 @@ pub fn build_function(target: &Target) -> Function {
     let row_bytes = b.ins().imul_imm_s(blocks, BLOCK_BYTES as i64);
     let quads = b.ins().ushr_imm_u(blocks, 2);
     let rem = b.ins().band_imm_s(blocks, 3);
-    let consts = {
-        let bias8 = b.ins().iconst(types::I8, 0x80);
-        let z = b.ins().iconst(types::I32, 0);
-        let em = b.ins().iconst(types::I32, 0x7fff);
-        let sg = b.ins().iconst(types::I32, 0x8000);
-        let adj = b.ins().iconst(types::I32, 112 << 23);
-        let inf = b.ins().iconst(types::I32, 0x7c00);
-        let sub = b.ins().iconst(types::I32, 0x400);
-        let two = b.ins().f32const(2f32.powi(-24));
-        Consts {
-            bias: b.ins().splat(types::I8X16, bias8),
-            zero_i32: b.ins().splat(types::I32X4, z),
-            mask_em: b.ins().splat(types::I32X4, em),
-            mask_sign: b.ins().splat(types::I32X4, sg),
-            exp_adjust: b.ins().splat(types::I32X4, adj),
-            inf_threshold: b.ins().splat(types::I32X4, inf),
-            sub_threshold: b.ins().splat(types::I32X4, sub),
-            two_m24: b.ins().splat(types::F32X4, two),
-        }
-    };
+    let consts = Consts::new(&mut b);
+    let tree = DotTree::for_target(target);
     let fzero = b.ins().f32const(0.0);
     let zero_acc = b.ins().splat(types::F32X4, fzero);
     let zero = b.ins().iconst(ptr, 0);
@@ -253,7 +321,7 @@ pub fn build_function(target: &Target) -> Function {
     let mut px = b.use_var(var_px);
     for g in 0..4 {
         let acc = [b.use_var(acc_vars[2 * g]), b.use_var(acc_vars[2 * g + 1])];
-        let acc = block(&mut b, &consts, pw, px, acc);
+        let acc = block(&mut b, &consts, tree, pw, px, acc);
         b.def_var(acc_vars[2 * g], acc[0]);
         b.def_var(acc_vars[2 * g + 1], acc[1]);
         pw = b.ins().iadd_imm_s(pw, BLOCK_BYTES as i64);
@@ -278,7 +346,7 @@ pub fn build_function(target: &Target) -> Function {
         let pw = b.use_var(var_pw);
         let px = b.use_var(var_px);
         let acc = [b.use_var(acc_vars[2 * g]), b.use_var(acc_vars[2 * g + 1])];
-        let acc = block(&mut b, &consts, pw, px, acc);
+        let acc = block(&mut b, &consts, tree, pw, px, acc);
         b.def_var(acc_vars[2 * g], acc[0]);
         b.def_var(acc_vars[2 * g + 1], acc[1]);
         let pw = b.ins().iadd_imm_s(pw, BLOCK_BYTES as i64);

@@ -42,11 +42,20 @@
 //! by class ([`weft_kernel::NanRule::ByClass`]): F16C quietens signalling
 //! NaN scales, integer widening does not. The arm holds the 32 lanes as
 //! eight f32x4 vectors (`acc[g][0..4]`, `acc[g][4..8]`); an AVX2 twin as
-//! four ymm, an AVX-512 twin as two zmm (`acc[0]|acc[1]`, `acc[2]|acc[3]`).
+//! four ymm, an AVX-512 twin as two zmm (`acc[0]|acc[1]`, `acc[2]|acc[3]`);
+//! an arm64 twin ([`a64`]) as eight `.4s` per row, integer part by `sdot`.
+//!
+//! A second contract of the family, with its own arm, packed weights and
+//! arm64 twins (`smmla`, `sdot`), lives in [`rows2`]: integer part per
+//! block, four lanes per output. [`entry`] registers both; its
+//! [`check::Q8Check`] validates each twin against its own arm's contract.
 
+pub mod a64;
 pub mod arm;
 pub mod block;
+pub mod check;
 pub mod reference;
+pub mod rows2;
 pub mod validation;
 pub mod x64;
 
@@ -64,19 +73,29 @@ pub use block::{BlockQ8_0, BLOCK_BYTES, BLOCK_LEN};
 /// The family's name.
 pub const FAMILY: &str = "q8_0.matvec";
 
-/// The family as a planner registers it: the arm, every twin (all ISAs;
-/// the planner skips what the host cannot run) and their validation.
+/// The family as a planner registers it: the arms (f32x4 first, the
+/// default; then rows2), every twin (all ISAs; the planner skips what the
+/// host cannot run), their validation and their micro-race bench
+/// ([`check::Q8Check`] and [`check::Q8Workbench`] dispatch on the offer's
+/// contract).
 pub fn entry() -> weft_kernel::FamilyEntry {
     use std::sync::Arc;
+    use weft_kernel::Twin;
+    fn arc<T: Twin + 'static>(t: T) -> Arc<dyn Twin> {
+        Arc::new(t)
+    }
     let twins = x64::TWINS
-        .iter()
-        .map(|t| Arc::new(*t) as Arc<dyn weft_kernel::Twin>)
+        .into_iter()
+        .map(arc)
+        .chain(a64::SDOT_TWINS.into_iter().map(arc))
+        .chain(rows2::a64::ROWS2_TWINS.into_iter().map(arc))
         .collect();
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(FAMILY),
-        arms: vec![Arc::new(arm::Q8MatvecArm)],
+        arms: vec![Arc::new(arm::Q8MatvecArm), Arc::new(rows2::arm::Q8Rows2Arm)],
         twins,
-        check: Arc::new(weft_validate::Checker(validation::Q8Validation)),
+        check: Arc::new(check::Q8Check),
+        bench: Some(Arc::new(check::Q8Workbench)),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Validation of `q8_0.matvec` twins against their arm: the cases that hunt
 //! for differences (every row count and blocks-per-row the brief names,
-//! special fp16 scales, quants of -128 in the weights, a member view that
-//! starts inside W) and how one case runs.
+//! every batch 1..=8 on the small shapes, special fp16 scales on both
+//! sides, quants of -128 in the weights, member views that start inside W
+//! at odd and even rows) and how one case runs.
 //!
 //! Library code, not a test helper: the planner validates twins through
 //! [`entry`](super::entry)'s [`Checker`](weft_validate::Checker) on
@@ -68,6 +69,49 @@ pub fn random_activations(blocks: usize, batch: usize, seed: u64) -> Q8Activatio
     quantize_activations(&x, blocks * 32, batch).expect("activations")
 }
 
+/// Binary16 scales a twin's widening could get wrong: ±0, ±smallest and
+/// ±largest subnormal, smallest normal, ±1, ±inf, a quiet and a
+/// signalling NaN.
+pub const SPECIAL_SCALES: [u16; 14] = [
+    0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x3c00, 0xbc00, 0x7c00, 0xfc00, 0x7e00,
+    0x7d01, 0x7bff,
+];
+
+/// Activations whose block scales cycle through [`SPECIAL_SCALES`] (from
+/// `offset`), quants random in `-127..=127`.
+pub fn special_activations(blocks: usize, batch: usize, seed: u64, offset: usize) -> Q8Activations {
+    let mut rng = Rng::new(seed);
+    let mut bytes = Vec::with_capacity(blocks * batch * 34);
+    for i in 0..blocks * batch {
+        let d = SPECIAL_SCALES[(i + offset) % SPECIAL_SCALES.len()];
+        bytes.extend_from_slice(&d.to_le_bytes());
+        for _ in 0..32 {
+            bytes.push(((rng.next_u64() % 255) as i32 - 127) as i8 as u8);
+        }
+    }
+    Q8Activations::from_bytes(bytes, blocks * 32, batch).expect("activations")
+}
+
+/// Weights whose block scales cycle through [`SPECIAL_SCALES`], quants
+/// random with every fourth one -128.
+pub fn special_weights(rows: usize, blocks: usize, seed: u64) -> Q8Weights {
+    let mut rng = Rng::new(seed);
+    let mut bytes = Vec::with_capacity(rows * blocks * 34);
+    for i in 0..rows * blocks {
+        let d = SPECIAL_SCALES[(i * 5) % SPECIAL_SCALES.len()];
+        bytes.extend_from_slice(&d.to_le_bytes());
+        for k in 0..32 {
+            let q = if k % 4 == 3 {
+                0x80
+            } else {
+                rng.next_u64() as u8
+            };
+            bytes.push(q);
+        }
+    }
+    Q8Weights::from_bytes(bytes, rows, blocks * 32).expect("weights")
+}
+
 /// Row counts × blocks per row of the brief, kept small in debug builds.
 pub fn shapes() -> Vec<(usize, usize)> {
     let mut v = Vec::new();
@@ -112,7 +156,12 @@ unsafe impl Validation for Q8Validation {
         let mut out = Vec::new();
         for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
             let s = seed.wrapping_add(1000 * i as u64);
-            let batches: &[usize] = if rows * blocks <= 4096 { &[1, 3] } else { &[1] };
+            // Every batch on the small shapes (a twin may pair vectors).
+            let batches: &[usize] = match rows * blocks {
+                0..=64 => &[1, 2, 3, 4, 5, 6, 7, 8],
+                65..=4096 => &[1, 3],
+                _ => &[1],
+            };
             for &batch in batches {
                 out.push(Case {
                     w: random_weights(rows, blocks, s, true),
@@ -121,12 +170,23 @@ unsafe impl Validation for Q8Validation {
                 });
             }
         }
-        // A member view that starts inside W.
-        out.push(Case {
-            w: random_weights(11, 6, seed + 7, true),
-            x: random_activations(6, 2, seed + 8),
-            rows: 3..10,
-        });
+        // Member views that start inside W (odd and even starts).
+        for (i, rows) in [3..10, 4..9, 1..2, 10..11, 5..5].into_iter().enumerate() {
+            let s = seed + 7 + 10 * i as u64;
+            out.push(Case {
+                w: random_weights(11, 6, s, true),
+                x: random_activations(6, 2 + i % 2, s + 1),
+                rows,
+            });
+        }
+        // Special scales on both sides, quants of -128 in W.
+        for (rows, blocks, batch) in [(5usize, 7usize, 3usize), (3, 5, 8)] {
+            out.push(Case {
+                w: special_weights(rows, blocks, seed + 90),
+                x: special_activations(blocks, batch, seed + 91, rows),
+                rows: 0..rows,
+            });
+        }
         out
     }
 
@@ -152,5 +212,60 @@ unsafe impl Validation for Q8Validation {
             index / rows,
             index % rows
         )
+    }
+}
+
+/// The family's [`Workbench`](weft_kernel::Workbench): random weights and
+/// activations at an offer's geometry (finite scales, so every body runs
+/// the same instruction path it would on a model's weights).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Q8Bench;
+
+/// Prepared inputs of [`Q8Bench`].
+struct Q8Prepared {
+    w: Q8Weights,
+    x: Q8Activations,
+    y: Vec<f32>,
+}
+
+impl weft_kernel::Workbench for Q8Bench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn weft_kernel::Bench>, Refusal> {
+        // Its bench calls bodies with `Q8MatvecArgs`: other contracts of
+        // the family (rows2's packed weights) have benches of their own.
+        if offer.contract.args != ARGS_NAME {
+            return Err(Refusal::BadOperand {
+                operand: "args".to_owned(),
+                reason: format!("Q8Bench runs {ARGS_NAME}, not {}", offer.contract.args),
+            });
+        }
+        let g = &offer.contract.geometry;
+        let (rows, cols, batch) = (
+            g.require("rows")?,
+            g.require("cols")?,
+            g.get("batch").unwrap_or(1),
+        );
+        let (rows, blocks, batch) = super::check_geometry(rows, cols, batch)?;
+        Ok(Box::new(Q8Prepared {
+            w: random_weights(rows, blocks, seed, false),
+            x: random_activations(blocks, batch, seed ^ 0x5eed),
+            y: vec![0.0; rows * batch],
+        }))
+    }
+}
+
+impl weft_kernel::Bench for Q8Prepared {
+    unsafe fn run(
+        &mut self,
+        code: &std::sync::Arc<weft_kernel::PlacedCode>,
+    ) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is a q8_0.matvec body, which
+        // honours the leaf ABI for `Q8MatvecArgs`.
+        let kernel = unsafe { Kernel::<Q8MatvecArgs>::from_placed(code.clone(), 0)? };
+        let rows = self.w.rows();
+        let args = Q8MatvecArgs::new(&self.w, &self.x, &mut self.y, 0..rows)?;
+        // SAFETY: `new` checked the extents against buffers owned by `self`,
+        // which outlive the call.
+        unsafe { kernel.call(&args) };
+        Ok(())
     }
 }

@@ -1,0 +1,923 @@
+//! Compiling a plan: for each site, collect the candidates the host can
+//! run, validate twins, price every survivor from its bytes, and select.
+//!
+//! Selection happens in two stages, and that is what makes a plan's
+//! numerics independent of native emission:
+//!
+//! 1. **The offer.** Among the family's arms (each with its own contract),
+//!    the cheapest arm body is chosen. Twins play no part here, so the
+//!    contract a site computes by is the same with `WEFT_NATIVE_EMIT=off`,
+//!    on, or in a build without twins.
+//! 2. **The body.** Among the chosen arm and its validated twins (which
+//!    round exactly as the arm does), the cheapest body is chosen.
+//!
+//! In each stage the **exact-tie rule comes first**: among candidates whose
+//! prices are exactly equal and lowest, the first registered — the shipped
+//! arm — is kept. Only then is the gap to the runner-up looked at: more
+//! than the separation and the cheapest wins; less, and a cached
+//! micro-race decides (a race that cannot tell keeps the earlier one).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use weft_host::Host;
+use weft_kernel::{
+    require_features, Arm, Contract, FamilyEntry, Geometry, Kernel, KernelArgs, LoopTrip,
+    MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Site, Twin,
+    Workbench,
+};
+use weft_validate::{is_twin_fault, EmitMode};
+
+use crate::cache::{GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict, VerdictKey};
+use crate::hash::ContentHash;
+use crate::race::{race, RaceBudget, Side};
+use crate::report::{
+    CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
+    VerdictReport,
+};
+use crate::{Catalogue, Executor, PlanError};
+
+/// Prices a body from its bytes at an offer's geometry (weft-cost's
+/// `CostModel` is the engine's; tests may bring their own).
+pub trait Pricer: Send + Sync {
+    /// The price of `code`, whose loops are `nest`, at `offer`'s geometry;
+    /// deterministic (same inputs, same price), so exact ties are well defined.
+    fn price(&self, code: &NativeCode, nest: &[LoopTrip], offer: &Offer) -> Result<Price, String>;
+}
+
+/// Where verdicts and races are kept between processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CacheLocation {
+    /// The user's cache directory ([`PlanCache::default_path`]).
+    #[default]
+    Default,
+    /// This file.
+    File(std::path::PathBuf),
+    /// Nowhere: every process validates and races anew.
+    InMemory,
+}
+
+/// How a planner compiles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// `WEFT_NATIVE_EMIT`: on, off (kill switch) or strict.
+    pub mode: EmitMode,
+    /// Compile only from saved verdicts and races: validate and race
+    /// nothing new; a twin without a saved verdict is refused
+    /// (`no-saved-verdict`), a race without a saved result keeps the tie rule.
+    pub saved_only: bool,
+    /// Where the cache lives.
+    pub cache: CacheLocation,
+    /// Whether prices too close to call are raced (else the tie rule keeps
+    /// the earlier candidate).
+    pub racing: bool,
+    /// How long a race may run.
+    pub race_budget: RaceBudget,
+    /// Relative price gap below which the model cannot separate two
+    /// candidates.
+    pub separation: f64,
+    /// Seed of the validation cases and race inputs.
+    pub seed: u64,
+    /// Sites whose chosen body is priced below this many cycles run on the
+    /// calling thread: splitting them costs more than it saves.
+    pub split_min_cycles: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mode: EmitMode::On,
+            saved_only: false,
+            cache: CacheLocation::Default,
+            racing: true,
+            race_budget: RaceBudget::default(),
+            separation: 0.03,
+            seed: 0x5eed_c0de,
+            split_min_cycles: 60_000.0,
+        }
+    }
+}
+
+impl Options {
+    /// Defaults, with the mode read from `WEFT_NATIVE_EMIT` (a bad value is
+    /// an error naming it).
+    pub fn from_env() -> Result<Options, PlanError> {
+        let mode = EmitMode::from_env().map_err(|e| PlanError::BadMode {
+            message: e.to_string(),
+        })?;
+        Ok(Options {
+            mode,
+            ..Options::default()
+        })
+    }
+}
+
+/// Whether a chosen candidate is an arm or a twin.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Kind {
+    /// A managed arm.
+    Arm,
+    /// A twin of the named arm.
+    Twin {
+        /// Its arm.
+        arm: String,
+    },
+}
+
+/// One compiled site: the chosen body, placed, with the offer's operands
+/// and views.
+#[derive(Clone, Debug)]
+pub struct CompiledSite {
+    /// The family's name.
+    pub family: &'static str,
+    /// The geometry.
+    pub geometry: Geometry,
+    /// The chosen candidate.
+    pub candidate: &'static str,
+    /// Arm or twin.
+    pub kind: Kind,
+    /// The offer's contract (the twin's is its arm's).
+    pub contract: Contract,
+    /// Operands repacked at plan time for the chosen offer.
+    pub packed: Vec<PackedOperand>,
+    /// How the site splits over threads.
+    pub views: Option<MemberViews>,
+    /// The chosen body's price, if it has one.
+    pub price: Option<Price>,
+    /// The chosen body's bytes.
+    pub code: Arc<NativeCode>,
+    placed: Arc<PlacedCode>,
+    split: bool,
+}
+
+impl CompiledSite {
+    /// The packed operand `name`, if the chosen offer repacked it.
+    pub fn packed(&self, name: &str) -> Option<&PackedOperand> {
+        self.packed.iter().find(|p| p.name == name)
+    }
+}
+
+/// A compiled plan: placed code per site, and the report of how it was chosen.
+#[derive(Debug)]
+pub struct CompiledPlan {
+    sites: Vec<CompiledSite>,
+    report: SelectionReport,
+}
+
+/// What [`CompiledPlan::image`] serialises: everything that decides what
+/// runs, nothing about how it was chosen.
+#[derive(serde::Serialize)]
+struct SiteImage<'a> {
+    family: &'a str,
+    geometry: &'a Geometry,
+    candidate: &'a str,
+    kind: &'a Kind,
+    contract: &'a Contract,
+    code: &'a [u8],
+    packed: Vec<(&'a str, &'a str, ContentHash)>,
+    views: &'a Option<MemberViews>,
+    split: bool,
+}
+
+impl CompiledPlan {
+    /// The sites, in the order they were given.
+    pub fn sites(&self) -> &[CompiledSite] {
+        &self.sites
+    }
+
+    /// The selection report.
+    pub fn report(&self) -> &SelectionReport {
+        &self.report
+    }
+
+    /// The plan as bytes: per site the family, geometry, chosen candidate,
+    /// contract, body bytes, packed operands (by hash) and views. Two plans
+    /// with equal images run the same code on the same operands; the kill
+    /// switch's promise is stated in these bytes.
+    pub fn image(&self) -> Vec<u8> {
+        let images: Vec<SiteImage<'_>> = self
+            .sites
+            .iter()
+            .map(|s| SiteImage {
+                family: s.family,
+                geometry: &s.geometry,
+                candidate: s.candidate,
+                kind: &s.kind,
+                contract: &s.contract,
+                code: &s.code.bytes,
+                packed: s
+                    .packed
+                    .iter()
+                    .map(|p| (p.name, p.layout, ContentHash::of(&p.bytes)))
+                    .collect(),
+                views: &s.views,
+                split: s.split,
+            })
+            .collect();
+        // Plain data throughout; serialising it cannot fail.
+        bincode::serialize(&images).unwrap_or_default()
+    }
+
+    /// Site `index`'s body as a kernel taking `A`, refused by name when the
+    /// site's contract takes another argument struct.
+    pub fn kernel<A: KernelArgs>(&self, index: usize) -> Result<SiteKernel<A>, PlanError> {
+        let site = self.sites.get(index).ok_or(PlanError::NoSuchSite {
+            index,
+            len: self.sites.len(),
+        })?;
+        if site.contract.args != A::NAME {
+            return Err(PlanError::WrongArgs {
+                index,
+                contract: site.contract.args.clone(),
+                asked: A::NAME,
+            });
+        }
+        // SAFETY: the body was built by an `Arm` or emitted by a `Twin` for
+        // an offer whose contract names `A::NAME`; those unsafe traits
+        // promise a leaf-ABI body for that struct, and `KernelArgs`
+        // promises `A` is that struct.
+        let kernel = unsafe { Kernel::from_placed(Arc::clone(&site.placed), 0) }
+            .map_err(|r| PlanError::Place { index, refusal: r })?;
+        Ok(SiteKernel {
+            kernel,
+            views: site.views.clone(),
+            split: site.split,
+        })
+    }
+}
+
+/// A site's kernel, typed by its argument struct.
+#[derive(Debug)]
+pub struct SiteKernel<A> {
+    kernel: Kernel<A>,
+    views: Option<MemberViews>,
+    split: bool,
+}
+
+impl<A: KernelArgs> SiteKernel<A> {
+    /// Run one call, its member views spread over `exec`'s threads when
+    /// the site is large enough to gain from it.
+    ///
+    /// # Safety
+    ///
+    /// `args` must be valid for [`Kernel::call`] for the whole call
+    /// (build it with the family's checked constructor from live buffers).
+    pub unsafe fn run(&self, exec: &Executor, args: &A) {
+        match &self.views {
+            // SAFETY: the caller's promise.
+            Some(v) if self.split && exec.threads() > 1 => unsafe {
+                exec.run(&self.kernel, args, v)
+            },
+            // SAFETY: the caller's promise.
+            _ => unsafe { self.kernel.call(args) },
+        }
+    }
+
+    /// Whether [`SiteKernel::run`] splits this site over threads.
+    pub fn splits(&self) -> bool {
+        self.split && self.views.is_some()
+    }
+
+    /// The kernel itself (one thread).
+    pub fn kernel(&self) -> &Kernel<A> {
+        &self.kernel
+    }
+}
+
+/// A candidate that survived to pricing.
+struct Cand {
+    name: &'static str,
+    offer: Arc<Offer>,
+    code: Arc<NativeCode>,
+    hash: ContentHash,
+    price: Result<Price, String>,
+    /// Index into the site's candidate reports.
+    report: usize,
+}
+
+/// The planner: a catalogue, a host, a pricer, a cache and options.
+pub struct Planner {
+    catalogue: Catalogue,
+    host: Host,
+    pricer: Arc<dyn Pricer>,
+    cache: PlanCache,
+    options: Options,
+    arms: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
+    twins: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
+    placed: HashMap<ContentHash, Arc<PlacedCode>>,
+    stats: CacheReport,
+}
+
+impl std::fmt::Debug for Planner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planner")
+            .field("host", &self.host.model)
+            .field("options", &self.options)
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl Planner {
+    /// A planner for `host` (whose cache file, per `options.cache`, is read now).
+    pub fn new(
+        catalogue: Catalogue,
+        host: Host,
+        pricer: Arc<dyn Pricer>,
+        options: Options,
+    ) -> Planner {
+        let fp = host.fingerprint();
+        let cache = match &options.cache {
+            CacheLocation::Default => match PlanCache::default_path(fp) {
+                Some(p) => PlanCache::open(&p, fp),
+                None => PlanCache::in_memory(fp),
+            },
+            CacheLocation::File(p) => PlanCache::open(p, fp),
+            CacheLocation::InMemory => PlanCache::in_memory(fp),
+        };
+        Planner {
+            catalogue,
+            host,
+            pricer,
+            cache,
+            options,
+            arms: HashMap::new(),
+            twins: HashMap::new(),
+            placed: HashMap::new(),
+            stats: CacheReport {
+                path: None,
+                problem: None,
+                verdict_hits: 0,
+                validations: 0,
+                race_hits: 0,
+                races: 0,
+            },
+        }
+    }
+
+    /// The cache (to inspect or save).
+    pub fn cache(&self) -> &PlanCache {
+        &self.cache
+    }
+
+    /// Write new verdicts and races to the cache file.
+    pub fn save_cache(&mut self) -> Result<(), crate::CacheSaveError> {
+        self.cache.save()
+    }
+
+    /// The host planned for.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Compile `sites` into a plan. Strict mode stops at the first twin
+    /// fault; a site no candidate can serve is an error naming every
+    /// refusal. The cache is saved before returning (a save failure is
+    /// reported in the report's cache problem, not fatal).
+    pub fn compile(&mut self, sites: &[Site]) -> Result<CompiledPlan, PlanError> {
+        self.compile_with_progress(sites, &mut |_, _| {})
+    }
+
+    /// [`Planner::compile`], calling `progress(done, total)` after each site
+    /// (for a progress bar).
+    pub fn compile_with_progress(
+        &mut self,
+        sites: &[Site],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<CompiledPlan, PlanError> {
+        let t0 = Instant::now();
+        self.stats = CacheReport {
+            path: self.cache.path().map(|p| p.display().to_string()),
+            problem: self.cache.problem().map(|p| p.to_string()),
+            verdict_hits: 0,
+            validations: 0,
+            race_hits: 0,
+            races: 0,
+        };
+        let mut compiled = Vec::with_capacity(sites.len());
+        let mut reports = Vec::with_capacity(sites.len());
+        for (index, site) in sites.iter().enumerate() {
+            let (c, r) = self.plan_site(index, site)?;
+            compiled.push(c);
+            reports.push(r);
+            progress(index + 1, sites.len());
+        }
+        if let Err(e) = self.cache.save() {
+            let msg = e.to_string();
+            self.stats.problem = Some(match self.stats.problem.take() {
+                Some(p) => format!("{p}; {msg}"),
+                None => msg,
+            });
+        }
+        let report = SelectionReport {
+            host: format!("{} ({})", self.host.model, self.host.fingerprint()),
+            mode: self.options.mode.name().to_owned(),
+            saved_only: self.options.saved_only,
+            cache: self.stats.clone(),
+            compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+            sites: reports,
+        };
+        Ok(CompiledPlan {
+            sites: compiled,
+            report,
+        })
+    }
+
+    fn plan_site(
+        &mut self,
+        index: usize,
+        site: &Site,
+    ) -> Result<(CompiledSite, SiteReport), PlanError> {
+        let entry = self.catalogue.family(site.family).cloned().ok_or_else(|| {
+            PlanError::UnknownFamily {
+                index,
+                family: site.family.name().to_owned(),
+            }
+        })?;
+        let mut reports: Vec<CandidateReport> = Vec::new();
+        // Stage 1: the arms.
+        let mut arms: Vec<Cand> = Vec::new();
+        let mut refusals: Vec<(String, Refusal)> = Vec::new();
+        for arm in &entry.arms {
+            let report = reports.len();
+            reports.push(CandidateReport {
+                name: arm.name().to_owned(),
+                arm: None,
+                verdict: VerdictReport::Offered,
+                price: None,
+                race: None,
+            });
+            match self.arm_candidate(arm.as_ref(), site, report) {
+                Ok(c) => {
+                    reports[report].price = Some(price_report(&c.price));
+                    arms.push(c);
+                }
+                Err(r) => {
+                    reports[report].verdict = refused(&r, false);
+                    refusals.push((arm.name().to_owned(), r));
+                }
+            }
+        }
+        if arms.is_empty() {
+            return Err(PlanError::NoCandidate {
+                index,
+                family: site.family.name().to_owned(),
+                refusals,
+            });
+        }
+        let arm_cands: Vec<Cand> = arms;
+        let (ai, rule1, why1) = self.select(&entry, &arm_cands, &site.geometry, &mut reports)?;
+        let arm_name = arm_cands[ai].name;
+        // Twins of arms not chosen are listed, not emitted.
+        for t in &entry.twins {
+            if t.arm() != arm_name {
+                reports.push(CandidateReport {
+                    name: t.name().to_owned(),
+                    arm: Some(t.arm().to_owned()),
+                    verdict: VerdictReport::NotConsidered {
+                        reason: format!("its arm {} was not chosen", t.arm()),
+                    },
+                    price: None,
+                    race: None,
+                });
+            }
+        }
+        // Stage 2: the chosen arm and its twins.
+        let arm_cand = arm_cands.into_iter().nth(ai).ok_or(PlanError::Internal {
+            what: "chosen arm index out of range",
+        })?;
+        let mut bodies = vec![arm_cand];
+        for twin in Catalogue::twins_of(&entry, arm_name) {
+            let report = reports.len();
+            reports.push(CandidateReport {
+                name: twin.name().to_owned(),
+                arm: Some(arm_name.to_owned()),
+                verdict: VerdictReport::Offered,
+                price: None,
+                race: None,
+            });
+            let arm_code = Arc::clone(&bodies[0].code);
+            let offer = Arc::clone(&bodies[0].offer);
+            match self.twin_candidate(&entry, twin.as_ref(), &offer, &arm_code, report) {
+                Ok((c, verdict)) => {
+                    reports[report].verdict = verdict;
+                    reports[report].price = Some(price_report(&c.price));
+                    bodies.push(c);
+                }
+                Err((r, cached)) => {
+                    if self.options.mode == EmitMode::Strict && is_twin_fault(&r) {
+                        return Err(PlanError::Strict {
+                            index,
+                            twin: twin.name().to_owned(),
+                            refusal: r,
+                        });
+                    }
+                    reports[report].verdict = refused(&r, cached);
+                }
+            }
+        }
+        let (bi, rule2, why2) = if bodies.len() == 1 {
+            (0, rule1, why1)
+        } else {
+            let (bi, rule, why) = self.select(&entry, &bodies, &site.geometry, &mut reports)?;
+            (
+                bi,
+                rule,
+                format!("offer of {arm_name} ({why1}); body: {why}"),
+            )
+        };
+        let chosen = &bodies[bi];
+        let placed = self.place(chosen, index)?;
+        let split = match &chosen.price {
+            Ok(p) => p.cycles >= self.options.split_min_cycles,
+            // Unpriced: split only what moves at least 256 KiB.
+            Err(_) => chosen.offer.bytes_moved >= 256 << 10,
+        };
+        let compiled = CompiledSite {
+            family: entry.family.name(),
+            geometry: site.geometry.clone(),
+            candidate: chosen.name,
+            kind: if bi == 0 {
+                Kind::Arm
+            } else {
+                Kind::Twin {
+                    arm: arm_name.to_owned(),
+                }
+            },
+            contract: chosen.offer.contract.clone(),
+            packed: chosen.offer.packed.clone(),
+            views: chosen.offer.views.clone(),
+            price: chosen.price.as_ref().ok().copied(),
+            code: Arc::clone(&chosen.code),
+            placed,
+            split,
+        };
+        let report = SiteReport {
+            index,
+            family: entry.family.name().to_owned(),
+            geometry: site.geometry.to_string(),
+            candidates: reports,
+            chosen: chosen.name.to_owned(),
+            rule: rule2,
+            reason: why2,
+        };
+        Ok((compiled, report))
+    }
+
+    fn arm_candidate(
+        &mut self,
+        arm: &dyn Arm,
+        site: &Site,
+        report: usize,
+    ) -> Result<Cand, Refusal> {
+        let offer = Arc::new(arm.offer(site, &self.host)?);
+        let key = (arm.name(), ContentHash::of_value(&offer.contract));
+        let isa = self.host.isa;
+        let code = self
+            .arms
+            .entry(key)
+            .or_insert_with(|| arm.build(&offer, isa).map(Arc::new))
+            .clone()?;
+        let nest = arm.nest(&offer);
+        let price = self.pricer.price(&code, &nest, &offer);
+        Ok(Cand {
+            name: arm.name(),
+            hash: ContentHash::of(&code.bytes),
+            offer,
+            code,
+            price,
+            report,
+        })
+    }
+
+    /// A validated twin, or its refusal (and whether that came from the cache).
+    fn twin_candidate(
+        &mut self,
+        entry: &FamilyEntry,
+        twin: &dyn Twin,
+        offer: &Arc<Offer>,
+        arm_code: &Arc<NativeCode>,
+        report: usize,
+    ) -> Result<(Cand, VerdictReport), (Refusal, bool)> {
+        if self.options.mode == EmitMode::Off {
+            return Err((Refusal::NativeEmitOff, false));
+        }
+        if twin.isa() != self.host.isa {
+            return Err((
+                Refusal::WrongIsa {
+                    wanted: twin.isa(),
+                    host: self.host.isa,
+                },
+                false,
+            ));
+        }
+        require_features(&self.host, twin.requires()).map_err(|r| (r, false))?;
+        let contract = ContentHash::of_value(&offer.contract);
+        let code = self
+            .twins
+            .entry((twin.name(), contract))
+            .or_insert_with(|| emit_contained(twin, offer).map(Arc::new))
+            .clone()
+            .map_err(|r| (r, false))?;
+        let key = VerdictKey {
+            twin: twin.name().to_owned(),
+            twin_code: ContentHash::of(&code.bytes),
+            arm_code: ContentHash::of(&arm_code.bytes),
+            contract,
+        };
+        let verdict = match self.cache.verdict(&key) {
+            Some(SavedVerdict::Accepted(c)) => {
+                self.stats.verdict_hits += 1;
+                VerdictReport::Validated {
+                    cases: c.cases,
+                    words: c.words,
+                    cached: true,
+                }
+            }
+            Some(SavedVerdict::Refused(r)) => {
+                self.stats.verdict_hits += 1;
+                return Err((r.clone(), true));
+            }
+            None if self.options.saved_only => {
+                return Err((
+                    Refusal::NoSavedVerdict {
+                        candidate: twin.name().to_owned(),
+                    },
+                    false,
+                ))
+            }
+            None => {
+                self.stats.validations += 1;
+                match entry
+                    .check
+                    .check(twin, arm_code, offer, &self.host, self.options.seed)
+                {
+                    Ok(c) => {
+                        self.cache
+                            .put_verdict(key.clone(), SavedVerdict::Accepted(c));
+                        VerdictReport::Validated {
+                            cases: c.cases,
+                            words: c.words,
+                            cached: false,
+                        }
+                    }
+                    Err(r) => {
+                        // Only faults of the bytes are facts about them;
+                        // a host's refusal (probe, placement) is not saved.
+                        if is_twin_fault(&r) {
+                            self.cache
+                                .put_verdict(key, SavedVerdict::Refused(r.clone()));
+                        }
+                        return Err((r, false));
+                    }
+                }
+            }
+        };
+        let nest = twin.nest(offer);
+        let price = self.pricer.price(&code, &nest, offer);
+        Ok((
+            Cand {
+                name: twin.name(),
+                hash: key.twin_code,
+                offer: Arc::clone(offer),
+                code,
+                price,
+                report,
+            },
+            verdict,
+        ))
+    }
+
+    /// Choose among `cands` (the first is the reference: the shipped arm in
+    /// stage 1, the chosen arm in stage 2): exact tie first, then price,
+    /// then a race when the gap is within the separation.
+    fn select(
+        &mut self,
+        entry: &FamilyEntry,
+        cands: &[Cand],
+        geometry: &Geometry,
+        reports: &mut [CandidateReport],
+    ) -> Result<(usize, Rule, String), PlanError> {
+        if cands.len() == 1 {
+            return Ok((0, Rule::Only, "the only candidate".to_owned()));
+        }
+        if cands[0].price.is_err() {
+            return Ok((
+                0,
+                Rule::Unpriced,
+                format!(
+                    "{} cannot be priced, so nothing is shown cheaper",
+                    cands[0].name
+                ),
+            ));
+        }
+        let priced: Vec<(usize, f64)> = cands
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.price.as_ref().ok().map(|p| (i, p.cycles)))
+            .collect();
+        let min = priced.iter().map(|&(_, c)| c).fold(f64::INFINITY, f64::min);
+        // Exact tie, decided before anything else: the earliest of the
+        // cheapest (stable index order puts the shipped arm first).
+        let cheapest: Vec<usize> = priced
+            .iter()
+            .filter(|&&(_, c)| c == min)
+            .map(|&(i, _)| i)
+            .collect();
+        let best = cheapest[0];
+        if cheapest.len() > 1 {
+            return Ok((
+                best,
+                Rule::ExactTie,
+                format!(
+                    "{} candidates priced exactly {min:.0} cycles; the first registered is kept",
+                    cheapest.len()
+                ),
+            ));
+        }
+        let runner = priced
+            .iter()
+            .filter(|&&(i, _)| i != best)
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .copied();
+        let Some((ri, rc)) = runner else {
+            return Ok((best, Rule::Only, "the only priced candidate".to_owned()));
+        };
+        let gap = (rc - min) / min.max(f64::MIN_POSITIVE);
+        if gap > self.options.separation {
+            return Ok((
+                best,
+                Rule::Cheapest,
+                format!(
+                    "cheapest at {min:.0} cycles, {:.1}% below {}",
+                    100.0 * gap / (1.0 + gap),
+                    cands[ri].name
+                ),
+            ));
+        }
+        // Too close to call: race the two.
+        let (first, second) = (best.min(ri), best.max(ri));
+        let keep = |why: String| Ok((first, Rule::RaceTie, why));
+        if !self.options.racing {
+            return keep(format!(
+                "within {:.0}% of {} and racing is off; the earlier is kept",
+                100.0 * self.options.separation,
+                cands[second].name
+            ));
+        }
+        let key = RaceKey::new(
+            cands[first].hash,
+            cands[second].hash,
+            GeometryClass::of(geometry),
+        );
+        let (saved, cached) = match self.cache.race(&key) {
+            Some(s) => {
+                self.stats.race_hits += 1;
+                (s.clone(), true)
+            }
+            None if self.options.saved_only => {
+                return keep("prices too close and no saved race; the earlier is kept".into())
+            }
+            None => match self.run_race(entry, &cands[first], &cands[second]) {
+                Ok(s) => {
+                    self.stats.races += 1;
+                    self.cache.put_race(key.clone(), s.clone());
+                    (s, false)
+                }
+                Err(r) => return keep(format!("prices too close and the race could not run: {r}")),
+            },
+        };
+        let ns_of = |c: &Cand| {
+            if c.hash == key.a {
+                saved.a_ns
+            } else {
+                saved.b_ns
+            }
+        };
+        for (me, other) in [(first, second), (second, first)] {
+            reports[cands[me].report].race = Some(RaceReport {
+                against: cands[other].name.to_owned(),
+                ns: ns_of(&cands[me]),
+                against_ns: ns_of(&cands[other]),
+                rounds: saved.rounds,
+                cached,
+            });
+        }
+        match saved.winner {
+            Some(w) if w == cands[second].hash && w != cands[first].hash => Ok((
+                second,
+                Rule::Race,
+                format!("won a race against {}", cands[first].name),
+            )),
+            Some(_) => Ok((
+                first,
+                Rule::Race,
+                format!("won a race against {}", cands[second].name),
+            )),
+            None => keep(format!(
+                "a race against {} could not tell them apart; the earlier is kept",
+                cands[second].name
+            )),
+        }
+    }
+
+    fn run_race(&mut self, entry: &FamilyEntry, a: &Cand, b: &Cand) -> Result<SavedRace, Refusal> {
+        // Both bodies must run on one bench: same argument struct, same
+        // packed layouts (always so for an arm and its twins).
+        if a.offer.contract.args != b.offer.contract.args
+            || a.offer
+                .packed
+                .iter()
+                .map(|p| p.layout)
+                .ne(b.offer.packed.iter().map(|p| p.layout))
+        {
+            return Err(Refusal::BadOperand {
+                operand: "race".to_owned(),
+                reason: format!(
+                    "{} and {} take different operands; they cannot share a bench",
+                    a.name, b.name
+                ),
+            });
+        }
+        let bench: &Arc<dyn Workbench> = entry.bench.as_ref().ok_or(Refusal::NoChecker {
+            family: entry.family.name().to_owned(),
+        })?;
+        let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
+        let pa = self.placed_code(&a.code)?;
+        let pb = self.placed_code(&b.code)?;
+        // SAFETY: both bodies were built by an `Arm` or `Twin` for an offer
+        // of this site taking the same argument struct and operand layouts
+        // (checked above) as the offer `prepared` was made for.
+        let out = unsafe { race(prepared.as_mut(), &pa, &pb, &self.options.race_budget)? };
+        let (ha, hb) = (a.hash, b.hash);
+        let winner = out.winner.map(|s| match s {
+            Side::A => ha,
+            Side::B => hb,
+        });
+        let (a_ns, b_ns) = if ha <= hb {
+            (out.a_ns, out.b_ns)
+        } else {
+            (out.b_ns, out.a_ns)
+        };
+        Ok(SavedRace {
+            winner,
+            a_ns,
+            b_ns,
+            rounds: out.rounds,
+        })
+    }
+
+    fn placed_code(&mut self, code: &NativeCode) -> Result<Arc<PlacedCode>, Refusal> {
+        let hash = ContentHash::of(&code.bytes);
+        if let Some(p) = self.placed.get(&hash) {
+            return Ok(Arc::clone(p));
+        }
+        let p = code.place()?;
+        self.placed.insert(hash, Arc::clone(&p));
+        Ok(p)
+    }
+
+    fn place(&mut self, c: &Cand, index: usize) -> Result<Arc<PlacedCode>, PlanError> {
+        self.placed_code(&c.code)
+            .map_err(|refusal| PlanError::Place { index, refusal })
+    }
+}
+
+fn refused(r: &Refusal, cached: bool) -> VerdictReport {
+    VerdictReport::Refused {
+        name: r.name().to_owned(),
+        message: r.to_string(),
+        cached,
+    }
+}
+
+fn price_report(p: &Result<Price, String>) -> PriceReport {
+    match p {
+        Ok(p) => PriceReport::Priced {
+            cycles: p.cycles,
+            floor: p.floor,
+            model: format!("{:?}", p.model),
+        },
+        Err(e) => PriceReport::Failed { reason: e.clone() },
+    }
+}
+
+/// `twin.emit(offer)`, a panic turned into `emit-error`, an empty body refused.
+fn emit_contained(twin: &dyn Twin, offer: &Offer) -> Result<NativeCode, Refusal> {
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| twin.emit(offer)))
+        .map_err(|_| Refusal::EmitError {
+            message: format!("{} panicked while emitting", twin.name()),
+        })??;
+    if code.bytes.is_empty() {
+        return Err(Refusal::EmitError {
+            message: format!("{} emitted an empty body", twin.name()),
+        });
+    }
+    Ok(code)
+}

@@ -1,0 +1,320 @@
+//! The executor: a persistent pool that runs one site's member views on
+//! several threads, with no thread created per call.
+//!
+//! A call splits its argument struct into parts ([`KernelArgs::restrict`]
+//! over the offer's [`MemberViews`]), publishes them as one job, works on
+//! parts itself, and returns when every part is done. Workers spin briefly
+//! after a job (the next call of a plan usually follows within
+//! microseconds), then sleep on a condition variable.
+//!
+//! Invariants:
+//!
+//! - **Bit-identical to one call.** Each output element is computed by
+//!   exactly one part, and a body's result for an element does not depend
+//!   on which range it was called with (the family's `KernelArgs` promise
+//!   and its contract), so any split gives the one-thread result.
+//! - **No part outlives its call.** [`Executor::run_parts`] returns only
+//!   after every part has finished, so the raw pointers a job carries (to
+//!   the kernel and the caller's parts) are never read after they dangle.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use weft_kernel::{Kernel, KernelArgs, MemberViews};
+
+/// How long an idle worker spins before it sleeps.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// One published call: parts `0..n`, claimed by whoever comes first.
+struct Job {
+    run: unsafe fn(*const (), *const (), usize),
+    kernel: *const (),
+    parts: *const (),
+    n: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+}
+
+// SAFETY: the pointers are read only by `Job::work` while the publishing
+// call waits for every part (see the module invariants); the kernel and
+// argument types behind them are `Sync`/`Send` (`KernelArgs` requires it,
+// `Kernel` is immutable placed code).
+unsafe impl Send for Job {}
+// SAFETY: as for `Send`; the shared state is atomics.
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Claim and run parts until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.n {
+                return;
+            }
+            // SAFETY: `i < n`, and the publisher keeps `kernel` and
+            // `parts[..n]` alive until `done` reaches `n`, which needs this
+            // part to finish first.
+            unsafe { (self.run)(self.kernel, self.parts, i) };
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// Call part `i` of a `Kernel<A>` job.
+///
+/// # Safety
+///
+/// `kernel` points to a live `Kernel<A>`, `parts` to at least `i + 1` live
+/// `A`s, each valid for a call (the `Executor::run_parts` promise).
+unsafe fn call_part<A: KernelArgs>(kernel: *const (), parts: *const (), i: usize) {
+    // SAFETY: the caller's promise, relayed from `run_parts`' caller.
+    unsafe {
+        let kernel = &*(kernel as *const Kernel<A>);
+        kernel.call(&*(parts as *const A).add(i));
+    }
+}
+
+struct Shared {
+    generation: AtomicU64,
+    job: Mutex<Option<Arc<Job>>>,
+    sleep: Mutex<()>,
+    wake: Condvar,
+    sleepers: AtomicUsize,
+    quit: AtomicBool,
+}
+
+/// A persistent pool of `threads - 1` workers plus the calling thread.
+pub struct Executor {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    threads: usize,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl Executor {
+    /// A pool running calls on `threads` threads (at least 1: the caller's).
+    pub fn new(threads: usize) -> Executor {
+        let threads = threads.max(1);
+        let shared = Arc::new(Shared {
+            generation: AtomicU64::new(0),
+            job: Mutex::new(None),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
+            quit: AtomicBool::new(false),
+        });
+        let workers = (1..threads)
+            .filter_map(|i| {
+                let s = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("weft-exec-{i}"))
+                    .spawn(move || worker(&s))
+                    .ok()
+            })
+            .collect::<Vec<_>>();
+        // A worker that could not be started leaves fewer threads, not an error.
+        let threads = workers.len() + 1;
+        Executor {
+            shared,
+            workers,
+            threads,
+        }
+    }
+
+    /// Threads a call may use (workers that started, plus the caller).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Call `kernel` on every part, the parts shared among the pool's
+    /// threads; returns when all are done.
+    ///
+    /// # Safety
+    ///
+    /// Each part must be valid for [`Kernel::call`] (pointers live for the
+    /// whole call), and the parts must be restrictions of one argument
+    /// value to disjoint ranges (so they may run at the same time).
+    pub unsafe fn run_parts<A: KernelArgs>(&self, kernel: &Kernel<A>, parts: &[A]) {
+        match parts {
+            [] => {}
+            // SAFETY: the caller's promise for this part.
+            [one] => unsafe { kernel.call(one) },
+            _ if self.threads == 1 => {
+                for p in parts {
+                    // SAFETY: the caller's promise, one part at a time.
+                    unsafe { kernel.call(p) };
+                }
+            }
+            _ => {
+                let job = Arc::new(Job {
+                    run: call_part::<A>,
+                    kernel: (kernel as *const Kernel<A>).cast(),
+                    parts: parts.as_ptr().cast(),
+                    n: parts.len(),
+                    next: AtomicUsize::new(0),
+                    done: AtomicUsize::new(0),
+                });
+                self.publish(Some(Arc::clone(&job)));
+                job.work();
+                let mut spins = 0u32;
+                while job.done.load(Ordering::Acquire) < job.n {
+                    spins = spins.wrapping_add(1);
+                    if spins.is_multiple_of(1 << 12) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                // Drop the pool's reference so no worker sees this job again.
+                *self
+                    .shared
+                    .job
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = None;
+            }
+        }
+    }
+
+    /// Split `args` over its member views into up to `threads()` parts
+    /// (cuts on multiples of the granule) and run them.
+    ///
+    /// # Safety
+    ///
+    /// `args` must be valid for [`Kernel::call`] for the whole call.
+    pub unsafe fn run<A: KernelArgs>(&self, kernel: &Kernel<A>, args: &A, views: &MemberViews) {
+        let ranges = split_range(args.range(), views.granule, self.threads as u64);
+        let parts: Vec<A> = ranges.into_iter().map(|r| args.restrict(r)).collect();
+        // SAFETY: `args` is valid (the caller's promise); its restrictions to
+        // the disjoint ranges above are what `KernelArgs` allows to overlap.
+        unsafe { self.run_parts(kernel, &parts) }
+    }
+
+    fn publish(&self, job: Option<Arc<Job>>) {
+        *self
+            .shared
+            .job
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = job;
+        self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self
+                .shared
+                .sleep
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.shared.wake.notify_all();
+        }
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.shared.quit.store(true, Ordering::SeqCst);
+        self.publish(None);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+fn worker(s: &Shared) {
+    let mut seen = 0u64;
+    loop {
+        let since = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if s.quit.load(Ordering::SeqCst) {
+                return;
+            }
+            let g = s.generation.load(Ordering::SeqCst);
+            if g != seen {
+                seen = g;
+                break;
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(256) || since.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Sleep until a new generation (checked under the lock, after
+            // announcing ourselves, so a publish cannot be missed).
+            let mut guard = s.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+            s.sleepers.fetch_add(1, Ordering::SeqCst);
+            while s.generation.load(Ordering::SeqCst) == seen && !s.quit.load(Ordering::SeqCst) {
+                guard = s.wake.wait(guard).unwrap_or_else(PoisonError::into_inner);
+            }
+            s.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+        let job = s.job.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(job) = job {
+            job.work();
+        }
+    }
+}
+
+/// Cut `range` into at most `parts` contiguous pieces whose inner
+/// boundaries are multiples of `granule` (absolute, not relative to the
+/// start), as even as the granule allows; empty pieces are dropped.
+pub fn split_range(range: Range<u64>, granule: u64, parts: u64) -> Vec<Range<u64>> {
+    let g = granule.max(1);
+    if range.start >= range.end {
+        return Vec::new();
+    }
+    let first = range.start.div_ceil(g);
+    let last = range.end / g;
+    let inner = last.saturating_sub(first) + 1; // candidate cut points
+    let parts = parts.clamp(1, inner.max(1));
+    let mut out = Vec::with_capacity(parts as usize);
+    let mut start = range.start;
+    for p in 1..parts {
+        // The p-th of `parts` evenly spaced cuts, on the granule.
+        let cut = ((range.start + (range.end - range.start) * p / parts).div_ceil(g) * g)
+            .clamp(start, range.end);
+        if cut > start {
+            out.push(start..cut);
+            start = cut;
+        }
+    }
+    if range.end > start {
+        out.push(start..range.end);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_range;
+
+    #[test]
+    fn split_covers_the_range_on_absolute_granules() {
+        for (start, end) in [(0u64, 0u64), (0, 1), (0, 7), (3, 29), (5, 4096), (1, 2)] {
+            for g in [1u64, 2, 4] {
+                for parts in [1u64, 2, 3, 8] {
+                    let r = split_range(start..end, g, parts);
+                    let mut next = start;
+                    for (i, piece) in r.iter().enumerate() {
+                        assert_eq!(piece.start, next);
+                        assert!(piece.end > piece.start);
+                        if i > 0 {
+                            assert_eq!(piece.start % g, 0, "{start}..{end} g{g} p{parts}: {r:?}");
+                        }
+                        next = piece.end;
+                    }
+                    assert_eq!(next, end.max(start));
+                    assert!(r.len() as u64 <= parts);
+                }
+            }
+        }
+        assert_eq!(split_range(0..10, 1, 2), vec![0..5, 5..10]);
+    }
+}

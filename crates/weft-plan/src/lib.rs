@@ -1,0 +1,178 @@
+//! The planner: from sites to a compiled plan of placed, validated,
+//! priced and chosen kernels, and the executor that runs it on threads.
+//!
+//! Its one job: for each site (family, geometry, plan-time operands) of a
+//! plan, collect the candidates a [`Catalogue`] has for the family, keep
+//! those the host can run, validate every twin against its arm (verdicts
+//! cached per host), price every survivor from its own bytes with a
+//! [`Pricer`], and select — the exact-tie rule first, a cached micro-race
+//! when prices are too close to call — then place the chosen bodies. A
+//! [`CompiledPlan`] hands out typed [`SiteKernel`]s that an [`Executor`]
+//! (a persistent thread pool) runs, splitting each call over the offer's
+//! member views.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use weft_plan::{Catalogue, Executor, Options, Planner};
+//! # fn pricer() -> Arc<dyn weft_plan::Pricer> { unimplemented!() }
+//! # fn main() -> Result<(), weft_plan::PlanError> {
+//! let mut catalogue = Catalogue::new();
+//! catalogue.register(weft_kernels::q8_0::entry())?;
+//! let mut planner = Planner::new(catalogue, weft_host::Host::detect(), pricer(), Options::from_env()?);
+//! let site = weft_kernel::Site::new(
+//!     weft_kernel::Family("q8_0.matvec"),
+//!     weft_kernels::q8_0::geometry(576, 576, 1),
+//! );
+//! let plan = planner.compile(&[site])?;
+//! println!("{}", plan.report());
+//! let matvec = plan.kernel::<weft_kernels::q8_0::Q8MatvecArgs>(0)?;
+//! let exec = Executor::new(2);
+//! # let _ = (matvec, exec);
+//! # Ok(()) }
+//! ```
+//!
+//! Invariants:
+//!
+//! - **Numerics never depend on native emission.** The offer (and so the
+//!   contract) of a site is chosen among arms alone; twins compete only to
+//!   be its body, and a twin rounds exactly as its arm. So
+//!   `WEFT_NATIVE_EMIT=off` gives a plan whose [`CompiledPlan::image`] is
+//!   byte-identical to one from a catalogue without twins, and on/off plans
+//!   compute the same bits.
+//! - **An exact tie keeps the shipped arm**, decided before selection.
+//! - **Caches are never trusted blindly**: a corrupt, truncated or foreign
+//!   file is reported once ([`CacheProblem`]), ignored and rewritten.
+//! - **Strict mode** (`WEFT_NATIVE_EMIT=strict`) turns a twin's mismatch or
+//!   emit error into [`PlanError::Strict`]; on mode merely refuses the twin.
+//! - **Bad input is an error with a name** ([`PlanError::name`]), never a panic.
+
+mod cache;
+mod catalogue;
+mod compile;
+mod exec;
+mod hash;
+mod race;
+mod report;
+
+pub use cache::{
+    CacheProblem, CacheSaveError, GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict,
+    VerdictKey, CACHE_FORMAT, CRATE_VERSION,
+};
+pub use catalogue::Catalogue;
+pub use compile::{
+    CacheLocation, CompiledPlan, CompiledSite, Kind, Options, Planner, Pricer, SiteKernel,
+};
+pub use exec::{split_range, Executor};
+pub use hash::ContentHash;
+pub use race::{race, RaceBudget, RaceOutcome, Side};
+pub use report::{
+    CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
+    VerdictReport,
+};
+pub use weft_validate::EmitMode;
+
+use weft_kernel::Refusal;
+
+/// Why a plan could not be compiled (or a compiled plan not used).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A site names a family the catalogue does not have.
+    #[error("unknown-family: site {index} names {family}, which is not registered")]
+    UnknownFamily {
+        /// The site.
+        index: usize,
+        /// The family named.
+        family: String,
+    },
+    /// No arm of the family could serve the site.
+    #[error("no-candidate: site {index} ({family}): {}", list(refusals))]
+    NoCandidate {
+        /// The site.
+        index: usize,
+        /// Its family.
+        family: String,
+        /// Each arm's refusal.
+        refusals: Vec<(String, Refusal)>,
+    },
+    /// Strict mode: a twin's bytes are at fault.
+    #[error("strict: site {index}: twin {twin} refused: {refusal}")]
+    Strict {
+        /// The site.
+        index: usize,
+        /// The twin.
+        twin: String,
+        /// Its refusal (`mismatch`, `emit-error`).
+        refusal: Refusal,
+    },
+    /// A family's registration is inconsistent.
+    #[error("bad-registration: family {family}: {reason}")]
+    BadRegistration {
+        /// The family.
+        family: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `WEFT_NATIVE_EMIT` holds no mode.
+    #[error("bad-mode: {message}")]
+    BadMode {
+        /// The mode error.
+        message: String,
+    },
+    /// A site index past the plan's end.
+    #[error("no-such-site: site {index} of a plan of {len}")]
+    NoSuchSite {
+        /// The index asked for.
+        index: usize,
+        /// The plan's length.
+        len: usize,
+    },
+    /// A kernel asked for with an argument struct its contract does not take.
+    #[error("wrong-args: site {index} takes {contract}, not {asked}")]
+    WrongArgs {
+        /// The site.
+        index: usize,
+        /// The contract's struct.
+        contract: String,
+        /// The struct asked for.
+        asked: &'static str,
+    },
+    /// The chosen body could not be placed.
+    #[error("place-failed: site {index}: {refusal}")]
+    Place {
+        /// The site.
+        index: usize,
+        /// Why.
+        refusal: Refusal,
+    },
+    /// A broken invariant inside the planner (a bug, reported rather than a panic).
+    #[error("internal: {what}")]
+    Internal {
+        /// What broke.
+        what: &'static str,
+    },
+}
+
+impl PlanError {
+    /// The error's stable name, as printed before the colon.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PlanError::UnknownFamily { .. } => "unknown-family",
+            PlanError::NoCandidate { .. } => "no-candidate",
+            PlanError::Strict { .. } => "strict",
+            PlanError::BadRegistration { .. } => "bad-registration",
+            PlanError::BadMode { .. } => "bad-mode",
+            PlanError::NoSuchSite { .. } => "no-such-site",
+            PlanError::WrongArgs { .. } => "wrong-args",
+            PlanError::Place { .. } => "place-failed",
+            PlanError::Internal { .. } => "internal",
+        }
+    }
+}
+
+fn list(refusals: &[(String, Refusal)]) -> String {
+    refusals
+        .iter()
+        .map(|(n, r)| format!("{n}: {r}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -1,0 +1,510 @@
+//! The planner end to end on the real Q8_0 family: tie rule, kill switch,
+//! strict mode, caches, saved-only mode, races and threaded execution.
+
+use std::sync::Arc;
+
+use weft_host::{Host, Isa};
+use weft_kernel::{
+    Arm, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel, Refusal,
+    Site, Twin,
+};
+use weft_kernels::q8_0::arm::Q8MatvecArm;
+use weft_kernels::q8_0::validation::{random_activations, random_weights, Q8Bench, Q8Validation};
+use weft_kernels::q8_0::{self, Q8MatvecArgs};
+use weft_plan::{
+    CacheLocation, Catalogue, EmitMode, Executor, Kind, Options, PlanError, Planner, Pricer, Rule,
+    VerdictReport,
+};
+use weft_validate::Checker;
+
+/// A deterministic stand-in for the cost model: a body costs what its
+/// bytes weigh, plus `bias` cycles for bodies whose length is odd (so a test
+/// can push two bodies within or beyond the separation).
+struct BytesPricer {
+    odd_bias: f64,
+}
+
+impl Pricer for BytesPricer {
+    fn price(
+        &self,
+        code: &NativeCode,
+        _nest: &[LoopTrip],
+        _offer: &Offer,
+    ) -> Result<Price, String> {
+        let extra = if code.bytes.len() % 2 == 1 {
+            self.odd_bias
+        } else {
+            0.0
+        };
+        Ok(Price {
+            cycles: code.bytes.len() as f64 * 10.0 + extra,
+            floor: 0.0,
+            model: PriceModel::InstructionCount,
+        })
+    }
+}
+
+/// A twin whose body is exactly its arm's bytes: valid, and priced exactly
+/// like the arm by any deterministic model.
+struct ArmCopy;
+
+// SAFETY: the body is the arm's own, which honours the leaf ABI for
+// `Q8MatvecArgs`.
+unsafe impl Twin for ArmCopy {
+    fn name(&self) -> &'static str {
+        "q8_0.matvec.twin.arm-copy"
+    }
+    fn arm(&self) -> &'static str {
+        q8_0::arm::ARM_NAME
+    }
+    fn isa(&self) -> Isa {
+        Isa::of_target()
+    }
+    fn requires(&self) -> &'static [Feature] {
+        &[]
+    }
+    fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
+        Q8MatvecArm.build(offer, Isa::of_target())
+    }
+}
+
+/// A twin that returns at once: it honours the ABI (touches nothing) but
+/// computes nothing, so validation must refuse it with `mismatch`.
+struct Lazy;
+
+// SAFETY: the body is a single return: it reads and writes nothing.
+unsafe impl Twin for Lazy {
+    fn name(&self) -> &'static str {
+        "q8_0.matvec.twin.lazy"
+    }
+    fn arm(&self) -> &'static str {
+        q8_0::arm::ARM_NAME
+    }
+    fn isa(&self) -> Isa {
+        Isa::of_target()
+    }
+    fn requires(&self) -> &'static [Feature] {
+        &[]
+    }
+    fn emit(&self, _offer: &Offer) -> Result<NativeCode, Refusal> {
+        let bytes = match Isa::of_target() {
+            Isa::X86_64 => vec![0xc3],
+            Isa::Aarch64 => 0xd65f_03c0u32.to_le_bytes().to_vec(),
+            Isa::Other => Vec::new(),
+        };
+        Ok(NativeCode {
+            isa: Isa::of_target(),
+            bytes,
+            listing: "ret".to_owned(),
+            loops: Vec::new(),
+        })
+    }
+}
+
+/// The family's twins of the f32x4 arm, the one arm these tests register
+/// (the rows2 arm's twins need a site with weights to pack).
+fn f32x4_twins() -> Vec<Arc<dyn Twin>> {
+    q8_0::entry()
+        .twins
+        .into_iter()
+        .filter(|t| t.arm() == q8_0::arm::ARM_NAME)
+        .collect()
+}
+
+fn entry_with(twins: Vec<Arc<dyn Twin>>) -> FamilyEntry {
+    FamilyEntry {
+        family: Family(q8_0::FAMILY),
+        arms: vec![Arc::new(Q8MatvecArm)],
+        twins,
+        check: Arc::new(Checker(Q8Validation)),
+        bench: Some(Arc::new(Q8Bench)),
+    }
+}
+
+fn catalogue(twins: Vec<Arc<dyn Twin>>) -> Catalogue {
+    let mut c = Catalogue::new();
+    c.register(entry_with(twins)).expect("register");
+    c
+}
+
+fn sites() -> Vec<Site> {
+    [(64u64, 128u64, 1u64), (37, 96, 2), (576, 576, 1)]
+        .into_iter()
+        .map(|(r, c, b)| Site::new(Family(q8_0::FAMILY), q8_0::geometry(r, c, b)))
+        .collect()
+}
+
+fn options(mode: EmitMode) -> Options {
+    Options {
+        mode,
+        cache: CacheLocation::InMemory,
+        racing: false,
+        ..Options::default()
+    }
+}
+
+fn planner(c: Catalogue, mode: EmitMode) -> Planner {
+    Planner::new(
+        c,
+        Host::detect(),
+        Arc::new(BytesPricer { odd_bias: 0.0 }),
+        options(mode),
+    )
+}
+
+#[test]
+fn exact_tie_keeps_the_shipped_arm() {
+    let mut p = planner(catalogue(vec![Arc::new(ArmCopy)]), EmitMode::On);
+    let plan = p.compile(&sites()).expect("compile");
+    for s in &plan.report().sites {
+        let copy = s
+            .candidates
+            .iter()
+            .find(|c| c.name == ArmCopy.name())
+            .expect("listed");
+        assert!(
+            matches!(copy.verdict, VerdictReport::Validated { .. }),
+            "{copy:?}"
+        );
+        assert_eq!(s.rule, Rule::ExactTie, "{}", plan.report());
+        assert_eq!(s.chosen, q8_0::arm::ARM_NAME);
+    }
+    assert!(plan.sites().iter().all(|s| s.kind == Kind::Arm));
+}
+
+#[test]
+fn cheapest_validated_body_wins_when_prices_separate() {
+    let twins = f32x4_twins();
+    let mut p = planner(catalogue(twins), EmitMode::On);
+    let plan = p.compile(&sites()).expect("compile");
+    for s in &plan.report().sites {
+        let priced: Vec<(f64, &str)> = s
+            .candidates
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.verdict,
+                    VerdictReport::Offered | VerdictReport::Validated { .. }
+                )
+            })
+            .filter_map(|c| match &c.price {
+                Some(weft_plan::PriceReport::Priced { cycles, .. }) => {
+                    Some((*cycles, c.name.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        let min = priced.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let chosen = priced
+            .iter()
+            .find(|p| p.1 == s.chosen)
+            .expect("chosen is priced");
+        assert_eq!(chosen.0, min, "{}", plan.report());
+        if priced.len() > 1 {
+            assert!(
+                matches!(s.rule, Rule::Cheapest | Rule::RaceTie | Rule::ExactTie),
+                "{s:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn kill_switch_plan_is_byte_identical_to_a_plan_without_twins() {
+    let host_twins: Vec<Arc<dyn Twin>> = f32x4_twins();
+    let full = catalogue(host_twins);
+    let off = planner(full.clone(), EmitMode::Off)
+        .compile(&sites())
+        .expect("off");
+    let bare = planner(full.without_twins(), EmitMode::On)
+        .compile(&sites())
+        .expect("bare");
+    assert_eq!(off.image(), bare.image());
+    for s in &off.report().sites {
+        for c in s.candidates.iter().filter(|c| c.arm.is_some()) {
+            assert!(
+                matches!(&c.verdict, VerdictReport::Refused { name, .. } if name == "native-emit-off"),
+                "{c:?}"
+            );
+        }
+    }
+    // And the image does see twins when they are on and chosen (so the
+    // equality above is not vacuous) on hosts that run a shorter twin.
+    let on = planner(full, EmitMode::On).compile(&sites()).expect("on");
+    if on
+        .sites()
+        .iter()
+        .any(|s| matches!(s.kind, Kind::Twin { .. }))
+    {
+        assert_ne!(on.image(), bare.image());
+    }
+}
+
+#[test]
+fn strict_mode_stops_on_a_mismatch_and_on_mode_refuses_the_twin() {
+    let err = planner(catalogue(vec![Arc::new(Lazy)]), EmitMode::Strict)
+        .compile(&sites())
+        .expect_err("strict must stop");
+    match &err {
+        PlanError::Strict { twin, refusal, .. } => {
+            assert_eq!(twin, Lazy.name());
+            assert_eq!(refusal.name(), "mismatch");
+        }
+        other => panic!("expected strict, got {other}"),
+    }
+    assert_eq!(err.name(), "strict");
+    let plan = planner(catalogue(vec![Arc::new(Lazy)]), EmitMode::On)
+        .compile(&sites())
+        .expect("on mode compiles");
+    for s in &plan.report().sites {
+        assert_eq!(s.chosen, q8_0::arm::ARM_NAME);
+        let lazy = s
+            .candidates
+            .iter()
+            .find(|c| c.name == Lazy.name())
+            .expect("listed");
+        assert!(
+            matches!(&lazy.verdict, VerdictReport::Refused { name, .. } if name == "mismatch"),
+            "{lazy:?}"
+        );
+    }
+}
+
+fn file_planner(path: &std::path::Path, saved_only: bool) -> Planner {
+    Planner::new(
+        catalogue(vec![Arc::new(ArmCopy), Arc::new(Lazy)]),
+        Host::detect(),
+        Arc::new(BytesPricer { odd_bias: 0.0 }),
+        Options {
+            cache: CacheLocation::File(path.to_owned()),
+            saved_only,
+            ..options(EmitMode::On)
+        },
+    )
+}
+
+#[test]
+fn corrupt_cache_is_reported_once_ignored_and_rewritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let first = file_planner(&path, false).compile(&sites()).expect("cold");
+    assert_eq!(first.report().cache.problem, None);
+    assert!(first.report().cache.validations > 0);
+    let warm = file_planner(&path, false).compile(&sites()).expect("warm");
+    assert_eq!(warm.report().cache.validations, 0);
+    assert!(warm.report().cache.verdict_hits > 0);
+    // Corrupt it: the next compile works, names the problem, validates
+    // anew and rewrites the file.
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let after = file_planner(&path, false)
+        .compile(&sites())
+        .expect("corrupt");
+    let problem = after.report().cache.problem.clone().expect("reported");
+    assert!(problem.starts_with("cache-corrupt"), "{problem}");
+    assert!(after.report().cache.validations > 0);
+    assert_eq!(after.image(), first.image());
+    let again = file_planner(&path, false)
+        .compile(&sites())
+        .expect("rewritten");
+    assert_eq!(again.report().cache.problem, None);
+    // Truncated to nothing, then a foreign-host file: same story.
+    std::fs::write(&path, b"WEFT").expect("write");
+    let t = file_planner(&path, false)
+        .compile(&sites())
+        .expect("truncated");
+    assert!(t
+        .report()
+        .cache
+        .problem
+        .as_deref()
+        .is_some_and(|p| p.starts_with("cache-truncated")));
+}
+
+#[test]
+fn saved_only_mode_refuses_what_it_lacks_and_uses_what_it_has() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let cold = file_planner(&path, true)
+        .compile(&sites())
+        .expect("saved-only, empty");
+    for s in &cold.report().sites {
+        for c in s.candidates.iter().filter(|c| c.arm.is_some()) {
+            assert!(
+                matches!(&c.verdict, VerdictReport::Refused { name, .. } if name == "no-saved-verdict"),
+                "{c:?}"
+            );
+        }
+    }
+    assert_eq!(cold.report().cache.validations, 0);
+    file_planner(&path, false).compile(&sites()).expect("learn");
+    let warm = file_planner(&path, true)
+        .compile(&sites())
+        .expect("saved-only, filled");
+    assert_eq!(warm.report().cache.validations, 0);
+    for s in &warm.report().sites {
+        let copy = s
+            .candidates
+            .iter()
+            .find(|c| c.name == ArmCopy.name())
+            .expect("listed");
+        assert!(
+            matches!(copy.verdict, VerdictReport::Validated { cached: true, .. }),
+            "{copy:?}"
+        );
+        // The lazy twin's mismatch is a saved fact too.
+        let lazy = s
+            .candidates
+            .iter()
+            .find(|c| c.name == Lazy.name())
+            .expect("listed");
+        assert!(
+            matches!(&lazy.verdict, VerdictReport::Refused { name, cached: true, .. } if name == "mismatch"),
+            "{lazy:?}"
+        );
+    }
+}
+
+#[test]
+fn exact_tie_is_decided_before_any_race() {
+    // Every host twin beside the arm, priced by size with a 1-cycle nudge
+    // on odd lengths: bodies of similar size fall within the separation.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let make = || {
+        Planner::new(
+            catalogue(vec![Arc::new(ArmCopy)]),
+            Host::detect(),
+            Arc::new(BytesPricer { odd_bias: 1.0 }),
+            Options {
+                cache: CacheLocation::File(path.clone()),
+                racing: true,
+                separation: 1.0, // everything is "too close": always race
+                ..options(EmitMode::On)
+            },
+        )
+    };
+    // The arm and its copy have the same bytes: an exact tie is decided
+    // before any race, so no race runs.
+    let plan = make().compile(&sites()).expect("compile");
+    assert_eq!(plan.report().cache.races, 0);
+    assert!(plan.report().sites.iter().all(|s| s.rule == Rule::ExactTie));
+}
+
+#[test]
+fn real_twins_race_the_arm_when_the_model_cannot_separate_them() {
+    let twins = f32x4_twins();
+    let host = Host::detect();
+    if !twins
+        .iter()
+        .any(|t| t.isa() == host.isa && weft_kernel::require_features(&host, t.requires()).is_ok())
+    {
+        return; // no twin runs here: nothing to race
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let make = || {
+        Planner::new(
+            catalogue(twins.clone()),
+            Host::detect(),
+            Arc::new(BytesPricer { odd_bias: 0.0 }),
+            Options {
+                cache: CacheLocation::File(path.clone()),
+                racing: true,
+                separation: 1e9, // the model never separates: always race
+                race_budget: weft_plan::RaceBudget {
+                    max_time: std::time::Duration::from_millis(5),
+                    min_rounds: 3,
+                    ..Default::default()
+                },
+                ..options(EmitMode::On)
+            },
+        )
+    };
+    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(256, 512, 1))];
+    let first = make().compile(&site).expect("compile");
+    assert_eq!(first.report().cache.races, 1, "{}", first.report());
+    let s = &first.report().sites[0];
+    assert!(matches!(s.rule, Rule::Race | Rule::RaceTie), "{s:?}");
+    assert!(s.candidates.iter().any(|c| c.race.is_some()));
+    let second = make().compile(&site).expect("compile");
+    assert_eq!(second.report().cache.races, 0);
+    assert_eq!(second.report().cache.race_hits, 1);
+    assert_eq!(second.image(), first.image());
+}
+
+#[test]
+fn threaded_execution_is_bit_identical_to_one_thread() {
+    let mut p = Planner::new(
+        catalogue(f32x4_twins()),
+        Host::detect(),
+        Arc::new(BytesPricer { odd_bias: 0.0 }),
+        Options {
+            split_min_cycles: 0.0, // split every site
+            ..options(EmitMode::On)
+        },
+    );
+    let (rows, blocks, batch) = (301usize, 13usize, 3usize);
+    let site = Site::new(
+        Family(q8_0::FAMILY),
+        q8_0::geometry(rows as u64, blocks as u64 * 32, batch as u64),
+    );
+    let plan = p.compile(&[site]).expect("compile");
+    let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
+    assert!(k.splits());
+    let w = random_weights(rows, blocks, 3, true);
+    let x = random_activations(blocks, batch, 4);
+    let mut one = vec![0.0f32; rows * batch];
+    let args = Q8MatvecArgs::new(&w, &x, &mut one, 0..rows).expect("args");
+    // SAFETY: `args` was checked against `w`, `x` and `one`, live here.
+    unsafe { k.kernel().call(&args) };
+    for threads in [1usize, 2, 3, 4] {
+        let exec = Executor::new(threads);
+        for _ in 0..20 {
+            let mut y = vec![f32::NAN; rows * batch];
+            let args = Q8MatvecArgs::new(&w, &x, &mut y, 0..rows).expect("args");
+            // SAFETY: as above, with `y`.
+            unsafe { k.run(&exec, &args) };
+            let same = one
+                .iter()
+                .zip(&y)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            assert!(same, "{threads} threads");
+        }
+    }
+}
+
+#[test]
+fn bad_requests_are_named_errors() {
+    let mut p = planner(catalogue(Vec::new()), EmitMode::On);
+    let e = p
+        .compile(&[Site::new(Family("no.such"), weft_kernel::Geometry::new())])
+        .expect_err("unknown");
+    assert_eq!(e.name(), "unknown-family");
+    let e = p
+        .compile(&[Site::new(Family(q8_0::FAMILY), q8_0::geometry(4, 33, 1))])
+        .expect_err("bad geometry");
+    assert_eq!(e.name(), "no-candidate");
+    assert!(e.to_string().contains("unsupported-geometry"), "{e}");
+    let plan = p.compile(&sites()).expect("compile");
+    assert_eq!(
+        plan.kernel::<weft_kernels::elementwise::ElementwiseArgs>(0)
+            .expect_err("wrong args")
+            .name(),
+        "wrong-args"
+    );
+    assert_eq!(
+        plan.kernel::<Q8MatvecArgs>(99).expect_err("no site").name(),
+        "no-such-site"
+    );
+    let mut c = Catalogue::new();
+    c.register(entry_with(Vec::new())).expect("first");
+    assert_eq!(
+        c.register(entry_with(Vec::new()))
+            .expect_err("twice")
+            .name(),
+        "bad-registration"
+    );
+}

@@ -1,0 +1,223 @@
+//! Tests on the real SmolLM2-135M-Instruct Q4_1 file. They need the model
+//! in the cache (`cargo xtask fetch-model`) and pass vacuously, saying so,
+//! when it is absent (CI has no model). The same pins on a shipped
+//! vocabulary fixture always run in weft-tokenizer's own tests.
+
+use sha2::{Digest, Sha256};
+use weft_gguf::{to_q8_0_many, Gguf, TensorType};
+use weft_tokenizer::{Render, Special, Tokenizer};
+
+fn model() -> Option<Gguf> {
+    match weft_fetch::cached_model() {
+        Some(path) => Some(Gguf::open(&path).expect("the cached model parses")),
+        None => {
+            eprintln!("skipped: SmolLM2 model not in the cache; run `cargo xtask fetch-model` to test against it");
+            None
+        }
+    }
+}
+
+#[test]
+fn real_model_metadata_is_what_the_model_builder_expects() {
+    let Some(g) = model() else { return };
+    assert_eq!(g.version(), 3);
+    assert_eq!(g.alignment(), 32);
+    assert_eq!(g.architecture().expect("arch"), "llama");
+    let u = |k: &str| g.metadata::<u32>(k).expect(k);
+    assert_eq!(u("llama.block_count"), 30);
+    assert_eq!(u("llama.embedding_length"), 576);
+    assert_eq!(u("llama.feed_forward_length"), 1536);
+    assert_eq!(u("llama.attention.head_count"), 9);
+    assert_eq!(u("llama.attention.head_count_kv"), 3);
+    assert_eq!(u("llama.rope.dimension_count"), 64);
+    assert_eq!(u("llama.context_length"), 8192);
+    assert_eq!(u("llama.vocab_size"), 49152);
+    assert_eq!(
+        g.metadata::<f32>("llama.rope.freq_base").expect("rope"),
+        100_000.0
+    );
+    assert_eq!(
+        g.metadata::<f32>("llama.attention.layer_norm_rms_epsilon")
+            .expect("eps"),
+        1e-5
+    );
+    assert_eq!(g.tensor_infos().len(), 272);
+    let count = |ty| {
+        g.tensor_infos()
+            .iter()
+            .filter(|t| t.tensor_type() == Some(ty))
+            .count()
+    };
+    assert_eq!(
+        (
+            count(TensorType::Q4_1),
+            count(TensorType::F32),
+            count(TensorType::Q8_0)
+        ),
+        (210, 61, 1)
+    );
+    let emb = g.tensor("token_embd.weight").expect("embeddings");
+    assert_eq!(
+        (emb.dims(), emb.tensor_type()),
+        (&[576u64, 49152][..], TensorType::Q8_0)
+    );
+    assert!(
+        g.tensor_info("output.weight").is_none(),
+        "tied embeddings: no output.weight"
+    );
+    let q = g.tensor("blk.0.attn_q.weight").expect("attn_q");
+    assert_eq!(
+        (q.dims(), q.tensor_type()),
+        (&[576u64, 576][..], TensorType::Q4_1)
+    );
+}
+
+/// The SHA-256 of every Q4_1 tensor re-quantised to Q8_0, concatenated in
+/// file order, as computed by the `gguf` Python package 0.19
+/// (`gguf.quants.Q4_1.dequantize_blocks` then `Q8_0.quantize_blocks`).
+const REQUANTISED_SHA256: &str = "78260cb0e73d91bfd5e3b63c933471ca0682a965e6f4a5c6dc271c87cf94c28c";
+
+#[test]
+fn real_model_q4_1_requantises_to_the_gguf_python_packages_bytes() {
+    let Some(g) = model() else { return };
+    let q4: Vec<_> = g
+        .tensors()
+        .expect("all known")
+        .into_iter()
+        .filter(|t| t.tensor_type() == TensorType::Q4_1)
+        .collect();
+    let out = to_q8_0_many(&q4, 0).expect("convertible");
+    let mut h = Sha256::new();
+    let mut len = 0;
+    for v in &out {
+        h.update(v);
+        len += v.len();
+    }
+    assert_eq!(len, 112_803_840);
+    assert_eq!(weft_fetch::hex(&h.finalize()), REQUANTISED_SHA256);
+}
+
+#[test]
+fn real_vocabulary_encodes_as_hugging_face_tokenizers_does() {
+    let Some(g) = model() else { return };
+    let tok = Tokenizer::from_gguf(&g).expect("tokenizer");
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(
+        (tok.bos(), tok.eos(), tok.unknown(), tok.padding()),
+        (Some(1), Some(2), Some(0), Some(2))
+    );
+    assert_eq!(tok.token_id("<|im_start|>"), Some(1));
+    assert_eq!(tok.token_id("<|im_end|>"), Some(2));
+    for (text, with_special, as_text) in REAL {
+        assert_eq!(tok.encode(text, Special::Parse), *with_special, "{text:?}");
+        assert_eq!(
+            tok.encode(text, Special::AsText),
+            *as_text,
+            "{text:?} as text"
+        );
+        let back = tok.decode(with_special, Render::Special).expect("in range");
+        assert_eq!(
+            String::from_utf8(back).expect("utf-8"),
+            text.replace('\u{4}', "")
+        );
+    }
+}
+
+/// Ids computed once with Hugging Face `tokenizers` 0.23.3 built from this
+/// file's tokens and merges with SmolLM2's pipeline (see
+/// `crates/weft-tokenizer/tests/pinned_ids.rs` for the recipe). Columns:
+/// text, ids with control tokens parsed, ids with them as plain text.
+const REAL: &[(&str, &[u32], &[u32])] = &[
+    (
+        "Hello, world!",
+        &[19556, 28, 905, 17],
+        &[19556, 28, 905, 17],
+    ),
+    (
+        "The capital of France is Paris.",
+        &[504, 3575, 282, 4649, 314, 7042, 30],
+        &[504, 3575, 282, 4649, 314, 7042, 30],
+    ),
+    (
+        " leading space and  double  spaces   \n\n trailing  ",
+        &[2899, 1898, 284, 216, 5561, 216, 5600, 333, 1116, 35079, 256],
+        &[2899, 1898, 284, 216, 5561, 216, 5600, 333, 1116, 35079, 256],
+    ),
+    (
+        "Numbers: 1234567 and 3.14159, year 2024.",
+        &[
+            39006, 42, 216, 33, 34, 35, 36, 37, 38, 39, 284, 216, 35, 30, 33, 36, 33, 37, 41, 28,
+            713, 216, 34, 32, 34, 36, 30,
+        ],
+        &[
+            39006, 42, 216, 33, 34, 35, 36, 37, 38, 39, 284, 216, 35, 30, 33, 36, 33, 37, 41, 28,
+            713, 216, 34, 32, 34, 36, 30,
+        ],
+    ),
+    (
+        "naïve café — déjà vu; emoji 🦀🙂; 日本語のテキスト",
+        &[
+            3546, 46494, 37366, 1841, 32564, 90, 16739, 386, 101, 43, 649, 33777, 15107, 116, 218,
+            10813, 38887, 43, 17097, 241, 115, 40993, 179, 120, 248, 26453, 11100, 224, 10391, 251,
+            10391, 134, 11100, 226,
+        ],
+        &[
+            3546, 46494, 37366, 1841, 32564, 90, 16739, 386, 101, 43, 649, 33777, 15107, 116, 218,
+            10813, 38887, 43, 17097, 241, 115, 40993, 179, 120, 248, 26453, 11100, 224, 10391, 251,
+            10391, 134, 11100, 226,
+        ],
+    ),
+    (
+        "I'm sure they'll say it's what we've done, don't you'd?",
+        &[
+            57, 5248, 2090, 502, 3060, 1643, 357, 506, 732, 392, 3543, 2294, 28, 1326, 982, 346,
+            6737, 47,
+        ],
+        &[
+            57, 5248, 2090, 502, 3060, 1643, 357, 506, 732, 392, 3543, 2294, 28, 1326, 982, 346,
+            6737, 47,
+        ],
+    ),
+    (
+        "tabs\tand\r\nwindows newlines\n\n\n",
+        &[100, 7366, 197, 397, 201, 198, 37066, 725, 5110, 16506],
+        &[100, 7366, 197, 397, 201, 198, 37066, 725, 5110, 16506],
+    ),
+    (
+        "fn main() {\n    println!(\"{}\", x);\n}",
+        &[
+            7853, 1085, 1000, 1662, 472, 1628, 34115, 17, 43331, 1002, 1792, 4258, 198, 109,
+        ],
+        &[
+            7853, 1085, 1000, 1662, 472, 1628, 34115, 17, 43331, 1002, 1792, 4258, 198, 109,
+        ],
+    ),
+    (
+        "a\u{301} ½ Ⅻ ٣ \u{a0}nbsp\u{a0}\u{a0}x",
+        &[
+            81, 151, 219, 216, 16738, 216, 173, 223, 121, 216, 164, 113, 216, 15442, 94, 32093,
+            15442, 15442, 104,
+        ],
+        &[
+            81, 151, 219, 216, 16738, 216, 173, 223, 121, 216, 164, 113, 216, 15442, 94, 32093,
+            15442, 15442, 104,
+        ],
+    ),
+    ("   ", &[333], &[333]),
+    ("", &[], &[]),
+    (
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+        &[
+            1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198,
+        ],
+        &[
+            44, 108, 306, 79, 3738, 108, 46, 4093, 198, 1780, 314, 216, 34, 27, 34, 15137, 108,
+            306, 79, 486, 108, 46, 198, 44, 108, 306, 79, 3738, 108, 46, 520, 9531, 198,
+        ],
+    ),
+    (
+        "ctrl\u{4}byte and ÿ",
+        &[39673, 26846, 284, 5549, 140],
+        &[39673, 26846, 284, 5549, 140],
+    ),
+];
