@@ -146,3 +146,37 @@ fn a_dram_resident_matvec_is_priced_at_least_at_the_bandwidth_floor() {
     assert!(p.price.cycles >= p.price.floor);
     assert!(p.price.floor > 0.0);
 }
+
+/// Everything the `q8_0.matvec` family registers with a planner — every
+/// arm, for both ISAs, and every twin, with the nest it states — prices at
+/// shapes with and without ragged blocks and odd rows.
+#[test]
+fn every_candidate_the_q8_0_family_registers_prices_with_its_nest() {
+    let h = host();
+    let entry = weft_kernels::q8_0::entry();
+    for (rows, cols, batch) in [(16u64, 1024u64, 1u64), (7, 480, 3)] {
+        // Any bytes are valid Q8_0 weights; a fixed pattern keeps the test
+        // deterministic.
+        let blocks = (rows * cols / 32) as usize;
+        let weights: Vec<u8> = (0..blocks * 34).map(|i| (i * 37 % 251) as u8).collect();
+        let site =
+            q8_site(rows, cols, batch).with_operand("weights", std::sync::Arc::from(weights));
+        for arm in &entry.arms {
+            let offer = arm.offer(&site, &h).unwrap();
+            for isa in [Isa::X86_64, Isa::Aarch64] {
+                let code = arm.build(&offer, isa).unwrap();
+                model(isa)
+                    .price(&code, &arm.nest(&offer), &offer)
+                    .unwrap_or_else(|e| {
+                        panic!("{} {isa:?} {rows}x{cols}x{batch}: {e}", arm.name())
+                    });
+            }
+            for twin in entry.twins.iter().filter(|t| t.arm() == arm.name()) {
+                let code = twin.emit(&offer).unwrap();
+                model(twin.isa())
+                    .price(&code, &twin.nest(&offer), &offer)
+                    .unwrap_or_else(|e| panic!("{} {rows}x{cols}x{batch}: {e}", twin.name()));
+            }
+        }
+    }
+}
