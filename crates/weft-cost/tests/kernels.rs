@@ -4,7 +4,7 @@
 //! Cranelift's baseline features).
 
 use weft_cost::{CostModel, Priced, TableId};
-use weft_kernel::{Arm, Family, Geometry, Host, Isa, Site, Twin};
+use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Site, Twin};
 use weft_kernels::elementwise::arm::ElementwiseArm;
 use weft_kernels::elementwise::{a64::a64_twins, x64::x64_twins, Func};
 use weft_kernels::q8_0::arm::Q8MatvecArm;
@@ -31,24 +31,35 @@ fn q8_site(rows: u64, cols: u64, batch: u64) -> Site {
     )
 }
 
+// The bodies do not depend on the geometry (only the nest and the offer
+// do), so each is built once and priced at every shape: Cranelift builds
+// are what makes these tests slow under qemu.
+
 #[test]
 fn every_q8_0_candidate_prices_at_shapes_with_and_without_tails() {
     let arm = Q8MatvecArm;
     let h = host();
+    let first = arm.offer(&q8_site(16, 1024, 1), &h).unwrap();
+    let arms: Vec<(Isa, NativeCode)> = [Isa::X86_64, Isa::Aarch64]
+        .into_iter()
+        .map(|isa| (isa, arm.build(&first, isa).unwrap()))
+        .collect();
+    let twins: Vec<(&dyn Twin, NativeCode)> = TWINS
+        .iter()
+        .map(|t| (t as &dyn Twin, t.emit(&first).unwrap()))
+        .collect();
     for (rows, cols, batch) in [(16, 1024, 1), (7, 480, 3), (1, 32, 1), (4096, 4096, 1)] {
         let offer = arm.offer(&q8_site(rows, cols, batch), &h).unwrap();
-        for isa in [Isa::X86_64, Isa::Aarch64] {
-            let code = arm.build(&offer, isa).unwrap();
-            let p = model(isa).price(&code, &arm.nest(&offer), &offer);
+        for (isa, code) in &arms {
+            let p = model(*isa).price(code, &arm.nest(&offer), &offer);
             let p = p.unwrap_or_else(|e| panic!("arm {isa:?} {rows}x{cols}x{batch}: {e}"));
             assert!(p.price.cycles > 0.0 && p.price.cycles.is_finite());
             assert_eq!(p.loops.len(), 3);
         }
-        for twin in TWINS {
-            let code = twin.emit(&offer).unwrap();
+        for (twin, code) in &twins {
             let nest = twin.nest(&offer);
             let p = model(Isa::X86_64)
-                .price(&code, &nest, &offer)
+                .price(code, &nest, &offer)
                 .unwrap_or_else(|e| panic!("{} {rows}x{cols}x{batch}: {e}", twin.name()));
             assert!(p.price.cycles >= p.price.floor);
             assert_eq!(p.unknown_instructions, 0, "{}", twin.name());
@@ -61,22 +72,31 @@ fn every_elementwise_candidate_prices_at_lengths_with_and_without_tails() {
     let h = host();
     for func in Func::ALL {
         let arm = ElementwiseArm::new(func);
+        let site = |len: u64| Site::new(arm.family(), Geometry::new().with("len", len));
+        let first = arm.offer(&site(64), &h).unwrap();
+        let arms: Vec<(Isa, NativeCode)> = [Isa::X86_64, Isa::Aarch64]
+            .into_iter()
+            .map(|isa| (isa, arm.build(&first, isa).unwrap()))
+            .collect();
+        let twins: Vec<(Box<dyn Twin>, NativeCode)> = x64_twins()
+            .into_iter()
+            .chain(a64_twins())
+            .filter(|t| t.arm() == arm.name())
+            .map(|t| {
+                let code = t.emit(&first).unwrap();
+                (t, code)
+            })
+            .collect();
         for len in [0u64, 1, 7, 64, 1001, 100_000] {
-            let site = Site::new(arm.family(), Geometry::new().with("len", len));
-            let offer = arm.offer(&site, &h).unwrap();
-            for isa in [Isa::X86_64, Isa::Aarch64] {
-                let code = arm.build(&offer, isa).unwrap();
-                model(isa)
-                    .price(&code, &arm.nest(&offer), &offer)
+            let offer = arm.offer(&site(len), &h).unwrap();
+            for (isa, code) in &arms {
+                model(*isa)
+                    .price(code, &arm.nest(&offer), &offer)
                     .unwrap_or_else(|e| panic!("{} {isa:?} len {len}: {e}", arm.name()));
             }
-            for twin in x64_twins().into_iter().chain(a64_twins()) {
-                if twin.arm() != arm.name() {
-                    continue;
-                }
-                let code = twin.emit(&offer).unwrap();
+            for (twin, code) in &twins {
                 let p = model(twin.isa())
-                    .price(&code, &twin.nest(&offer), &offer)
+                    .price(code, &twin.nest(&offer), &offer)
                     .unwrap_or_else(|e| panic!("{} len {len}: {e}", twin.name()));
                 assert!(p.price.cycles.is_finite());
             }
