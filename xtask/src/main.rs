@@ -4,8 +4,10 @@
 
 use std::process::ExitCode;
 
+mod bench_attention;
 mod bench_elementwise;
 mod bench_gguf_load;
+mod bench_loopnest;
 mod bench_q8;
 mod check_encodings;
 #[cfg(target_arch = "x86_64")]
@@ -60,14 +62,16 @@ fn main() -> ExitCode {
 /// `bench NAME`: dispatch on the benchmark's name.
 fn bench(rest: &[String]) -> Result<(), String> {
     match rest.first().map(String::as_str) {
+        Some("attention") => bench_attention::run(rest),
         Some("elementwise") => bench_elementwise::run(rest),
         Some("q8-matvec") => bench_q8::run(rest),
         Some("gguf-load") => bench_gguf_load::run(rest),
+        Some("loopnest") => bench_loopnest::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (elementwise, q8-matvec, gguf-load)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (elementwise, q8-matvec, gguf-load)\n{USAGE}"
+            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -95,10 +99,14 @@ commands:
   help                 this text
   check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
+  bench attention      fused attention twins, arm and the unfused chain at prefill and decode shapes,
+                       next to a register FMA loop and a streaming read of K and V, interleaved, median
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
   bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
                        next to a streaming read of the same weights, interleaved, median
   bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
+  bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
+                       Rust loops, interleaved, median
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at

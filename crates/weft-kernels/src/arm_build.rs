@@ -23,8 +23,9 @@ pub(crate) fn compile_refusal(e: ManagedError) -> Refusal {
     }
 }
 
-/// Compile an arm for `isa` with `compile` and wrap its bytes and listing.
-pub(crate) fn build_native(
+/// Compile an arm for `isa` with `compile` and wrap its bytes and listing
+/// (public for generated kernels: `weft-loopnest` builds its arms here too).
+pub fn build_native(
     isa: Isa,
     compile: impl FnOnce(&Target) -> Result<ArmCode, ManagedError>,
 ) -> Result<NativeCode, Refusal> {

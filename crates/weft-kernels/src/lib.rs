@@ -9,5 +9,6 @@
 //! `extern "C" fn(*const Args)` with the family's `#[repr(C)]` args.
 
 pub mod arm_build;
+pub mod attention;
 pub mod elementwise;
 pub mod q8_0;

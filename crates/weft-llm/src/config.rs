@@ -68,21 +68,24 @@ impl Config {
         if let Some((n, _)) = pos.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{n} is 0"));
         }
-        if self.dim % self.heads != 0 {
-            return Err(format!("dim {} is not a multiple of heads {}", self.dim, self.heads));
+        if !self.dim.is_multiple_of(self.heads) {
+            return Err(format!(
+                "dim {} is not a multiple of heads {}",
+                self.dim, self.heads
+            ));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(format!(
                 "heads {} is not a multiple of kv_heads {}",
                 self.heads, self.kv_heads
             ));
         }
         for (n, v) in [("dim", self.dim), ("hidden", self.hidden)] {
-            if v % 32 != 0 {
+            if !v.is_multiple_of(32) {
                 return Err(format!("{n} {v} is not a multiple of 32 (Q8_0 blocks)"));
             }
         }
-        if self.rope_dims > self.head_dim() || self.rope_dims % 2 != 0 {
+        if self.rope_dims > self.head_dim() || !self.rope_dims.is_multiple_of(2) {
             return Err(format!(
                 "rope dimension count {} does not fit head dim {}",
                 self.rope_dims,
@@ -90,10 +93,16 @@ impl Config {
             ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
-            return Err(format!("rms epsilon {} is not a finite non-negative number", self.rms_eps));
+            return Err(format!(
+                "rms epsilon {} is not a finite non-negative number",
+                self.rms_eps
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 0.0) {
-            return Err(format!("rope base {} is not a finite positive number", self.rope_base));
+            return Err(format!(
+                "rope base {} is not a finite positive number",
+                self.rope_base
+            ));
         }
         Ok(())
     }

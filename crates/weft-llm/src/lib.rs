@@ -2,11 +2,13 @@
 
 mod config;
 pub mod load;
+mod model;
 pub mod reference;
 pub mod synthetic;
 pub mod weights;
 
 pub use config::Config;
+pub use model::{Model, Source};
 pub use weights::{Layer, Q8Matrix, Weights};
 
 /// Why a model could not be loaded or run.
@@ -26,6 +28,12 @@ pub enum ModelError {
         /// The reader's error.
         #[from]
         source: weft_gguf::GgufError,
+    },
+    /// The tokenizer could not be built.
+    #[error("bad-tokenizer: {reason}")]
+    Tokenizer {
+        /// The tokenizer's error.
+        reason: String,
     },
     /// The model's configuration is not one the forward pass serves.
     #[error("bad-config: {reason}")]

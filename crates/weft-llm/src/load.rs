@@ -42,7 +42,7 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
     let context = g
         .metadata_opt::<u32>("llama.context_length")?
         .map_or(max_seq, |c| c as usize);
-    let head_dim = if heads == 0 { 0 } else { dim / heads };
+    let head_dim = dim.checked_div(heads).unwrap_or(0);
     let config = Config {
         dim,
         hidden: meta_usize(g, "llama.feed_forward_length")?,
@@ -57,7 +57,9 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
             .map_or(head_dim, |d| d as usize),
         max_seq: max_seq.min(context).max(1),
     };
-    config.check().map_err(|reason| ModelError::Config { reason })?;
+    config
+        .check()
+        .map_err(|reason| ModelError::Config { reason })?;
     Ok(config)
 }
 
@@ -71,7 +73,13 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
         names.push("output.weight".to_owned());
     }
     const MATS: [&str; 7] = [
-        "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_down",
     ];
     for i in 0..c.layers {
         names.extend(MATS.iter().map(|m| format!("blk.{i}.{m}.weight")));

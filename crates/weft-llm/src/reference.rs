@@ -20,7 +20,11 @@ fn matvec(w: &Q8Matrix, x: &[f32]) -> Vec<f32> {
     (0..w.rows())
         .map(|r| {
             let mut sum = 0.0f64;
-            for (wb, xb) in w.row(r).chunks_exact(BLOCK_BYTES).zip(xq.chunks_exact(BLOCK_BYTES)) {
+            for (wb, xb) in w
+                .row(r)
+                .chunks_exact(BLOCK_BYTES)
+                .zip(xq.chunks_exact(BLOCK_BYTES))
+            {
                 let dw = f64::from(f16_to_f32(u16::from_le_bytes([wb[0], wb[1]])));
                 let dx = f64::from(f16_to_f32(u16::from_le_bytes([xb[0], xb[1]])));
                 let q: i64 = wb[2..]
@@ -111,7 +115,11 @@ impl<'w> Reference<'w> {
                 let scores: Vec<f64> = (0..=pos)
                     .map(|t| {
                         let kt = &keys[t * kvd + kv * hd..t * kvd + (kv + 1) * hd];
-                        qh.iter().zip(kt).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum::<f64>() * scale
+                        qh.iter()
+                            .zip(kt)
+                            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                            .sum::<f64>()
+                            * scale
                     })
                     .collect();
                 let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);

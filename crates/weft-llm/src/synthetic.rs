@@ -24,8 +24,9 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 fn name_seed(name: &str) -> u64 {
-    name.bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// A synthetic `rows × cols` Q8_0 matrix named `name`.
@@ -34,7 +35,9 @@ pub fn matrix(name: &str, rows: usize, cols: usize, gain: f32) -> Q8Matrix {
     let seed = name_seed(name);
     let base = gain / (127.0 * (cols as f32).sqrt());
     let mut bytes = vec![0u8; blocks * BLOCK_BYTES];
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
     let chunk = blocks.div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (t, part) in bytes.chunks_mut(chunk * BLOCK_BYTES).enumerate() {

@@ -23,11 +23,18 @@ impl std::fmt::Debug for Q8Matrix {
 
 impl Q8Matrix {
     /// Wrap `bytes` as a `rows × cols` matrix, checking the length.
-    pub fn new(name: &str, rows: usize, cols: usize, bytes: Arc<[u8]>) -> Result<Q8Matrix, ModelError> {
-        if rows == 0 || cols == 0 || cols % BLOCK_LEN != 0 {
+    pub fn new(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        bytes: Arc<[u8]>,
+    ) -> Result<Q8Matrix, ModelError> {
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(BLOCK_LEN) {
             return Err(ModelError::Shape {
                 tensor: name.to_owned(),
-                reason: format!("{rows}×{cols} is not a Q8_0 matrix (cols a positive multiple of 32)"),
+                reason: format!(
+                    "{rows}×{cols} is not a Q8_0 matrix (cols a positive multiple of 32)"
+                ),
             });
         }
         let want = rows
@@ -132,7 +139,11 @@ impl Weights {
         vector("output_norm", &self.output_norm, c.dim)?;
         if self.layers.len() != c.layers {
             return Err(ModelError::Config {
-                reason: format!("{} layers of weights, config says {}", self.layers.len(), c.layers),
+                reason: format!(
+                    "{} layers of weights, config says {}",
+                    self.layers.len(),
+                    c.layers
+                ),
             });
         }
         for (i, l) in self.layers.iter().enumerate() {

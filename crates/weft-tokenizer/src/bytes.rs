@@ -13,7 +13,7 @@ const fn is_self(b: u8) -> bool {
 }
 
 /// The character that spells each byte.
-pub(crate) fn byte_to_char() -> [char; 256] {
+pub fn byte_to_char() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 0x100u32;
     for b in 0..=255u8 {

@@ -26,6 +26,7 @@
 mod bytes;
 mod pretokenize;
 
+pub use bytes::byte_to_char;
 pub use pretokenize::PreTokenizer;
 
 use pretokenize::Splitter;

@@ -191,6 +191,126 @@ fn round_dd_clif(b: &mut FunctionBuilder<'_>, hi: Value, lo: Value, rel: f64) ->
     b.ins().select(c_up, upf, r)
 }
 
+/// `exp(x)` for one f32 `x`, correctly rounded, emitted into `b` at its
+/// current block: the arm's scalar path (fast path, rounding test,
+/// double-double slow path, exact rounding decision), the same steps as
+/// [`reference::exp_f32`]. `table` must hold `ELEMENTWISE_TABLE.as_ptr()`.
+///
+/// For generated kernels that need exp inside a larger body (the
+/// `weft-loopnest` SiLU). The builder ends in a new block where the
+/// returned f32 is defined; the blocks it creates are left for the
+/// caller's `seal_all_blocks`.
+pub fn emit_exp_f32(b: &mut FunctionBuilder<'_>, table: Value, x: Value) -> Value {
+    let le = MemFlagsData::new().with_endianness(Endianness::Little);
+    let slow = b.create_block();
+    let join = b.create_block();
+    let out = b.append_block_param(join, types::F32);
+    let xd = b.ins().fpromote(types::F64, x);
+    let mut l = Clif {
+        b: &mut *b,
+        vector: false,
+        table,
+    };
+    let y = reference::exp_fast(&mut l, xd);
+    let (lo, hi) = reference::exp_fast_interval(&mut l, y);
+    let flo = b.ins().fdemote(types::F32, lo);
+    let fhi = b.ins().fdemote(types::F32, hi);
+    let blo = b.ins().bitcast(types::I32, le, flo);
+    let bhi = b.ins().bitcast(types::I32, le, fhi);
+    let same = b.ins().icmp(IntCC::Equal, blo, bhi);
+    b.ins().brif(same, join, &[flo.into()], slow, &[]);
+
+    b.switch_to_block(slow);
+    let mut l = Clif {
+        b: &mut *b,
+        vector: false,
+        table,
+    };
+    let d = reference::exp_slow(&mut l, xd);
+    let r = round_dd_clif(b, d.hi, d.lo, table::EXP_SLOW_ERR);
+    b.ins().jump(join, &[r.into()]);
+
+    b.switch_to_block(join);
+    out
+}
+
+/// `exp` of each lane of an f32x4 `x`, correctly rounded, emitted into `b`
+/// at its current block: the arm's vector step (two f64x2 halves, fast
+/// path, rounding test); if any lane fails the test, all four lanes are
+/// recomputed one by one by [`emit_exp_f32`] through a 16-byte stack
+/// slot (one copy of the scalar path, taken for about 1 input in 2^25).
+/// `table` must hold `ELEMENTWISE_TABLE.as_ptr()`; `ptr` is the target's
+/// pointer type. Blocks are left for the caller's `seal_all_blocks`.
+pub fn emit_exp_f32x4(b: &mut FunctionBuilder<'_>, ptr: Type, table: Value, x: Value) -> Value {
+    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+    let le = MemFlagsData::new().with_endianness(Endianness::Little);
+    // Lanes 0,1 and 2,3 as two f64x2.
+    let xi = b.ins().bitcast(types::I64X2, le, x);
+    let upper = b.ins().extractlane(xi, 1);
+    let upper = b.ins().scalar_to_vector(types::I64X2, upper);
+    let upper = b.ins().bitcast(types::F32X4, le, upper);
+    let halves = [b.ins().fvpromote_low(x), b.ins().fvpromote_low(upper)];
+    let mut words = [xi; 2];
+    let mut fails = [xi; 2];
+    for ((h, word), fail) in halves.into_iter().zip(&mut words).zip(&mut fails) {
+        let mut l = Clif {
+            b: &mut *b,
+            vector: true,
+            table,
+        };
+        let y = reference::exp_fast(&mut l, h);
+        let (lo, hi) = reference::exp_fast_interval(&mut l, y);
+        let dlo = b.ins().fvdemote(lo);
+        let dhi = b.ins().fvdemote(hi);
+        let ilo = b.ins().bitcast(types::I64X2, le, dlo);
+        let ihi = b.ins().bitcast(types::I64X2, le, dhi);
+        *fail = b.ins().bxor(ilo, ihi);
+        *word = b.ins().extractlane(ilo, 0);
+    }
+    let joined = b.ins().insertlane(xi, words[0], 0);
+    let joined = b.ins().insertlane(joined, words[1], 1);
+    let fast = b.ins().bitcast(types::F32X4, le, joined);
+
+    let slow = b.create_block();
+    let lane_head = b.create_block();
+    let lane_body = b.create_block();
+    let lane_done = b.create_block();
+    let join = b.create_block();
+    let out = b.append_block_param(join, types::F32X4);
+    let lane = b.append_block_param(lane_head, ptr);
+    let bad = b.ins().bor(fails[0], fails[1]);
+    let any = b.ins().vany_true(bad);
+    b.ins().brif(any, slow, &[], join, &[fast.into()]);
+
+    // slow: every lane through the scalar path, via a stack slot.
+    b.switch_to_block(slow);
+    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+    b.ins().stack_store(ptr, x, slot, 0);
+    let zero = b.ins().iconst(ptr, 0);
+    b.ins().jump(lane_head, &[zero.into()]);
+
+    b.switch_to_block(lane_head);
+    let more = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, lane, 4);
+    b.ins().brif(more, lane_body, &[], lane_done, &[]);
+
+    b.switch_to_block(lane_body);
+    let base = b.ins().stack_addr(ptr, slot, 0);
+    let off = b.ins().ishl_imm_u(lane, 2);
+    let addr = b.ins().iadd(base, off);
+    let v = b.ins().load(types::F32, elem_flags(), addr, 0);
+    let r = emit_exp_f32(b, table, v);
+    b.ins().store(elem_flags(), r, addr, 0);
+    let next = b.ins().iadd_imm_s(lane, 1);
+    b.ins().jump(lane_head, &[next.into()]);
+
+    b.switch_to_block(lane_done);
+    let all = b.ins().stack_load(ptr, types::F32X4, slot, 0);
+    b.ins().jump(join, &[all.into()]);
+
+    b.switch_to_block(join);
+    out
+}
+
 /// Build the CLIF function of the `func` arm for `target`.
 pub fn build_function(target: &Target, func: Func) -> Function {
     let mut f = target.leaf_function(&format!("elementwise_{}_arm", func.name()));

@@ -255,6 +255,99 @@ mod arm_tests {
         }
     }
 
+    /// An elementwise-ABI exp body built only from the public emitters:
+    /// `emit_exp_f32x4` over whole vectors, `emit_exp_f32` for the tail.
+    fn helper_exp_kernel() -> ElementwiseKernel {
+        use super::super::arm::{emit_exp_f32, emit_exp_f32x4};
+        use cranelift_codegen::ir::condcodes::IntCC;
+        use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData};
+        use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+        let target = Target::host().expect("host");
+        let ptr = target.pointer_type();
+        let mut func = target.leaf_function("exp_helpers");
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        let (entry, vhead, vbody, shead, sbody, exit) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        let i = b.declare_var(ptr);
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let args = b.block_params(entry)[0];
+        let t = MemFlagsData::trusted();
+        let input = b.ins().load(ptr, t, args, 0);
+        let output = b.ins().load(ptr, t, args, 8);
+        let len = b.ins().load(ptr, t, args, 16);
+        let table = b.ins().load(ptr, t, args, 24);
+        let zero = b.ins().iconst(ptr, 0);
+        b.def_var(i, zero);
+        b.ins().jump(vhead, &[]);
+        b.switch_to_block(vhead);
+        let iv = b.use_var(i);
+        let i4 = b.ins().iadd_imm_s(iv, 4);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, i4, len);
+        b.ins().brif(fits, vbody, &[], shead, &[]);
+        b.switch_to_block(vbody);
+        let iv = b.use_var(i);
+        let off = b.ins().ishl_imm_u(iv, 2);
+        let src = b.ins().iadd(input, off);
+        let dst = b.ins().iadd(output, off);
+        let x = b.ins().load(types::F32X4, MemFlagsData::new(), src, 0);
+        let y = emit_exp_f32x4(&mut b, ptr, table, x);
+        b.ins().store(MemFlagsData::new(), y, dst, 0);
+        let next = b.ins().iadd_imm_s(iv, 4);
+        b.def_var(i, next);
+        b.ins().jump(vhead, &[]);
+        b.switch_to_block(shead);
+        let iv = b.use_var(i);
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, iv, len);
+        b.ins().brif(more, sbody, &[], exit, &[]);
+        b.switch_to_block(sbody);
+        let iv = b.use_var(i);
+        let off = b.ins().ishl_imm_u(iv, 2);
+        let src = b.ins().iadd(input, off);
+        let dst = b.ins().iadd(output, off);
+        let x = b.ins().load(types::F32, MemFlagsData::new(), src, 0);
+        let y = emit_exp_f32(&mut b, table, x);
+        b.ins().store(MemFlagsData::new(), y, dst, 0);
+        let next = b.ins().iadd_imm_s(iv, 1);
+        b.def_var(i, next);
+        b.ins().jump(shead, &[]);
+        b.switch_to_block(exit);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(target.frontend_config());
+        let code = target.compile(func).expect("compiles");
+        let native = weft_kernel::NativeCode {
+            isa: crate::arm_build::host_isa(),
+            bytes: code.bytes,
+            listing: code.listing,
+            loops: Vec::new(),
+        };
+        // SAFETY: the body above reads `len` f32s at `input`, writes `len`
+        // f32s at `output`, reads the table through `table`, and returns.
+        unsafe { ElementwiseKernel::from_native(&native) }.expect("placed")
+    }
+
+    #[test]
+    fn public_exp_emitters_match_reference_in_every_lane() {
+        let k = helper_exp_kernel();
+        check(&k, Func::Exp, &hunting_inputs());
+        // Slow-path inputs in every lane of a vector and in the tail.
+        for h in SLOW_EXP_INPUTS.map(f32::from_bits) {
+            for pos in 0..7 {
+                let mut xs: Vec<f32> = (0..7).map(|i| i as f32 * 0.37 - 1.0).collect();
+                xs[pos] = h;
+                check(&k, Func::Exp, &xs);
+            }
+        }
+    }
+
     #[test]
     fn mismatched_lengths_are_refused() {
         let k = ElementwiseKernel::arm(Func::Exp).expect("arm");

@@ -1,0 +1,80 @@
+//! weft-loopnest: the model's small operations as generated kernels.
+//!
+//! One job: describe RMSNorm, RoPE, the SiLU-gated product, the residual
+//! add, the embedding gather and argmax as loop nests in a small IR
+//! ([`ir`]), run them in a scalar interpreter ([`interp`], the reference),
+//! lower them to CLIF ([`lower`]) and offer the compiled bodies as ordinary
+//! arms, one family each ([`entries`]).
+//!
+//! Invariants:
+//!
+//! - **The interpreter is the definition.** Every lowering computes the
+//!   interpreter's bits (NaNs by class where a contract says so); the IR
+//!   fixes every rounding: loop order, vector width, reduction lanes and
+//!   fold, no fused multiply-add. Tests hold each lowering to it on inputs
+//!   that hunt for differences, on both ISAs.
+//! - **The IR has no backend in it.** Loops, widths, granules, lanes and
+//!   affine indices are explicit and there are no Cranelift types, so a
+//!   native emitter can lower the same nest later (the families have no
+//!   twins yet; their [`FamilyEntry`] refuses every twin as
+//!   `no-checker`).
+//! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
+//!   relocations (exp reads its constants through an argument), no
+//!   allocation, no per-call setup beyond loading the arguments. Entry
+//!   guards tie each argument struct to the shape compiled in, so a body
+//!   never touches memory for arguments of another shape.
+//! - **Bad input is a named refusal.** Geometries, lengths, ids and
+//!   positions are checked by the shapes and the argument constructors;
+//!   a malformed nest is an [`ir::IrError`]; nothing panics on input.
+//! - **Tables are portable.** The RoPE table's cos/sin come from
+//!   [`portable`] binary64 arithmetic, the same bits on every host.
+
+pub mod interp;
+pub mod ir;
+pub mod lower;
+pub mod ops;
+pub mod portable;
+
+use weft_kernel::{Checked, FamilyEntry, Host, NativeCode, Offer, Refusal, Twin, TwinCheck};
+
+pub use ops::add::{Add, AddArgs, AddKernel};
+pub use ops::argmax::{Argmax, ArgmaxArgs, ArgmaxKernel};
+pub use ops::embed::{EmbedArgs, EmbedF32, EmbedKernel, EmbedQ8_0, Table};
+pub use ops::rmsnorm::{RmsNorm, RmsNormArgs, RmsNormKernel};
+pub use ops::rope::{Rope, RopeArgs, RopeKernel, RopeTable};
+pub use ops::silu_mul::{SiluMul, SiluMulArgs, SiluMulKernel};
+pub use ops::{family_entry, NestArm, NestOp, Placed};
+
+/// The twin check of families that have no twins yet: every twin is
+/// refused as [`Refusal::NoChecker`], so none can stand in for an arm
+/// whose bits it was never compared with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTwins;
+
+impl TwinCheck for NoTwins {
+    fn check(
+        &self,
+        _twin: &dyn Twin,
+        _arm_code: &NativeCode,
+        offer: &Offer,
+        _host: &Host,
+        _seed: u64,
+    ) -> Result<Checked, Refusal> {
+        Err(Refusal::NoChecker {
+            family: offer.contract.family.clone(),
+        })
+    }
+}
+
+/// Every family of this crate as a planner registers it.
+pub fn entries() -> Vec<FamilyEntry> {
+    vec![
+        family_entry::<RmsNorm>(),
+        family_entry::<Rope>(),
+        family_entry::<SiluMul>(),
+        family_entry::<Add>(),
+        family_entry::<EmbedQ8_0>(),
+        family_entry::<EmbedF32>(),
+        family_entry::<Argmax>(),
+    ]
+}
