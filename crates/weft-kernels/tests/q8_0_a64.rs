@@ -244,14 +244,16 @@ fn twin_nests_cover_every_row_pair_and_vector() {
     assert_eq!(trips(&two, "row-pairs"), [2]);
     assert_eq!(trips(&two, "rows"), [1]);
     assert_eq!(trips(&two, "blocks4"), [2, 2]);
-    assert_eq!(trips(&two, "tail"), [1, 1]);
+    // The blocks % 4 tail is guarded straight-line code, not a loop.
+    assert_eq!(trips(&two, "tail"), Vec::<u64>::new());
     assert_eq!(trips(&Q8MatvecSdot::new(1).nest(&offer), "rows"), [5]);
     let offer = offer_for_arm(rows2::ARM_NAME, 7, 9, 3);
     let r4 = Q8Rows2A64::new(Dot::Smmla, 2).nest(&offer);
     assert_eq!(trips(&r4, "pairs2"), [2]);
     assert_eq!(trips(&r4, "pairs"), [0]);
     assert_eq!(trips(&r4, "vector-pairs"), [1, 1]);
-    assert_eq!(trips(&r4, "last-vector"), [1, 1]);
+    // The odd batch's last vector is guarded code around its own block loop.
+    assert_eq!(trips(&r4, "blocks4-last-vector"), [2, 2]);
 }
 
 #[test]

@@ -50,7 +50,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use weft_a64::{d, decode, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
-use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
 use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
 use super::Func;
@@ -468,6 +468,19 @@ unsafe impl Twin for A64Twin {
 
     fn emit(&self, _offer: &Offer) -> Result<NativeCode, Refusal> {
         self.body()
+    }
+
+    /// One loop of two-element steps; the odd element is straight-line
+    /// code after it.
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        match offer.contract.geometry.get("len") {
+            Some(len) => vec![LoopTrip {
+                name: "pairs".to_owned(),
+                trips: len / 2,
+                depth: 0,
+            }],
+            None => offer.loops.clone(),
+        }
     }
 }
 

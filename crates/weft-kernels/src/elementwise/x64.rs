@@ -49,7 +49,7 @@
 
 use std::collections::HashMap;
 
-use weft_kernel::{Feature, Isa, LoopAnnotation, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::k::{k1, k2, k3, k4, k5, k6, k7};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
@@ -1417,6 +1417,26 @@ unsafe impl Twin for X64Twin {
             Tier::Avx2 => AVX2_FEATURES,
             Tier::Avx512 => AVX512_FEATURES,
         }
+    }
+
+    /// The step loop (full steps of [`X64Twin::per_iteration`] elements),
+    /// inside it the copy of a short tail into the stack buffer (the tail
+    /// step re-enters the loop body), and after it the copy back out.
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        let Some(len) = offer.contract.geometry.get("len") else {
+            return offer.loops.clone();
+        };
+        let per = self.per_iteration() as u64;
+        let trip = |name: &str, trips, depth| LoopTrip {
+            name: name.to_owned(),
+            trips,
+            depth,
+        };
+        vec![
+            trip("steps", len / per, 0),
+            trip("stage-in", len % per, 1),
+            trip("stage-out", len % per, 0),
+        ]
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {

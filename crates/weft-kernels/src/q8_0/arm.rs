@@ -447,14 +447,11 @@ pub fn offer_for(rows: u64, cols: u64, batch: u64) -> Result<Offer, Refusal> {
                 trips: rows,
                 depth: 1,
             },
+            // The `blocks % 4` tail blocks are guarded straight-line code
+            // after this loop, not a loop.
             LoopTrip {
                 name: "blocks4".to_owned(),
                 trips: blocks / 4,
-                depth: 2,
-            },
-            LoopTrip {
-                name: "tail".to_owned(),
-                trips: blocks % 4,
                 depth: 2,
             },
         ],

@@ -165,29 +165,20 @@ unsafe impl Twin for Q8Rows2A64 {
         let batch = g.get("batch").unwrap_or(1);
         let pairs = rows.div_ceil(2);
         let pass = |name: &str, trips: u64| {
-            let mut v = vec![LoopTrip {
+            // A loop over vector pairs with the block loop inside, then
+            // the last vector of an odd batch: guarded straight-line code
+            // around its own block loop (one level up).
+            let trip = |name: &str, trips, depth| LoopTrip {
                 name: name.to_owned(),
                 trips,
-                depth: 0,
-            }];
-            for (loop_name, t) in [("vector-pairs", batch / 2), ("last-vector", batch % 2)] {
-                v.push(LoopTrip {
-                    name: loop_name.to_owned(),
-                    trips: t,
-                    depth: 1,
-                });
-                v.push(LoopTrip {
-                    name: "blocks4".to_owned(),
-                    trips: blocks / 4,
-                    depth: 2,
-                });
-                v.push(LoopTrip {
-                    name: "tail".to_owned(),
-                    trips: blocks % 4,
-                    depth: 2,
-                });
-            }
-            v
+                depth,
+            };
+            vec![
+                trip(name, trips, 0),
+                trip("vector-pairs", batch / 2, 1),
+                trip("blocks4", blocks / 4, 2),
+                trip("blocks4-last-vector", blocks / 4, 1),
+            ]
         };
         let mut out = Vec::new();
         if self.pairs == 2 {

@@ -292,14 +292,11 @@ pub fn offer_for(packed: &Q8Rows2Weights, batch: u64) -> Result<Offer, Refusal> 
                 trips: npairs,
                 depth: 1,
             },
+            // The `blocks % 4` tail blocks are guarded straight-line code
+            // after this loop, not a loop.
             LoopTrip {
                 name: "blocks4".to_owned(),
                 trips: blocks / 4,
-                depth: 2,
-            },
-            LoopTrip {
-                name: "tail".to_owned(),
-                trips: blocks % 4,
                 depth: 2,
             },
         ],
