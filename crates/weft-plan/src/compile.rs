@@ -46,6 +46,17 @@ pub trait Pricer: Send + Sync {
     fn price(&self, code: &NativeCode, nest: &[LoopTrip], offer: &Offer) -> Result<Price, String>;
 }
 
+/// weft-cost's model is the planner's pricer: decode, loops matched to the
+/// nest, port table (or instruction counts where the host has none), and the
+/// roofline floor. Its refusals carry their names.
+impl Pricer for weft_cost::CostModel {
+    fn price(&self, code: &NativeCode, nest: &[LoopTrip], offer: &Offer) -> Result<Price, String> {
+        weft_cost::CostModel::price(self, code, nest, offer)
+            .map(|p| p.price)
+            .map_err(|e| format!("{}: {e}", e.name()))
+    }
+}
+
 /// Where verdicts and races are kept between processes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CacheLocation {
@@ -320,6 +331,13 @@ impl std::fmt::Debug for Planner {
 }
 
 impl Planner {
+    /// A planner for `host` pricing with weft-cost's model of that host
+    /// (its port table where one exists, instruction counts otherwise).
+    pub fn for_host(catalogue: Catalogue, host: Host, options: Options) -> Planner {
+        let pricer = Arc::new(weft_cost::CostModel::for_host(&host));
+        Planner::new(catalogue, host, pricer, options)
+    }
+
     /// A planner for `host` (whose cache file, per `options.cache`, is read now).
     pub fn new(
         catalogue: Catalogue,

@@ -12,13 +12,11 @@
 //! member views.
 //!
 //! ```no_run
-//! use std::sync::Arc;
 //! use weft_plan::{Catalogue, Executor, Options, Planner};
-//! # fn pricer() -> Arc<dyn weft_plan::Pricer> { unimplemented!() }
 //! # fn main() -> Result<(), weft_plan::PlanError> {
 //! let mut catalogue = Catalogue::new();
 //! catalogue.register(weft_kernels::q8_0::entry())?;
-//! let mut planner = Planner::new(catalogue, weft_host::Host::detect(), pricer(), Options::from_env()?);
+//! let mut planner = Planner::for_host(catalogue, weft_host::Host::detect(), Options::from_env()?);
 //! let site = weft_kernel::Site::new(
 //!     weft_kernel::Family("q8_0.matvec"),
 //!     weft_kernels::q8_0::geometry(576, 576, 1),
