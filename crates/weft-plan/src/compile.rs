@@ -93,6 +93,10 @@ pub struct Options {
     /// Sites whose chosen body is priced below this many cycles run on the
     /// calling thread: splitting them costs more than it saves.
     pub split_min_cycles: f64,
+    /// Whether built bodies are saved in (and read from) the cache, for
+    /// this same program only: a warm compile then skips Cranelift and the
+    /// emitters. Verdicts and races are cached either way.
+    pub cache_bodies: bool,
 }
 
 impl Default for Options {
@@ -106,6 +110,7 @@ impl Default for Options {
             separation: 0.03,
             seed: 0x5eed_c0de,
             split_min_cycles: 60_000.0,
+            cache_bodies: true,
         }
     }
 }
@@ -314,8 +319,9 @@ pub struct Planner {
     pricer: Arc<dyn Pricer>,
     cache: PlanCache,
     options: Options,
-    arms: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
-    twins: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
+    /// Every body built or read, by candidate name (unique in a
+    /// catalogue) and offer hash, refusals included.
+    bodies: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
     stats: CacheReport,
 }
@@ -360,17 +366,9 @@ impl Planner {
             pricer,
             cache,
             options,
-            arms: HashMap::new(),
-            twins: HashMap::new(),
+            bodies: HashMap::new(),
             placed: HashMap::new(),
-            stats: CacheReport {
-                path: None,
-                problem: None,
-                verdict_hits: 0,
-                validations: 0,
-                race_hits: 0,
-                races: 0,
-            },
+            stats: CacheReport::default(),
         }
     }
 
@@ -413,10 +411,7 @@ impl Planner {
         self.stats = CacheReport {
             path: self.cache.path().map(|p| p.display().to_string()),
             problem: self.cache.problem().map(|p| p.to_string()),
-            verdict_hits: 0,
-            validations: 0,
-            race_hits: 0,
-            races: 0,
+            ..CacheReport::default()
         };
         let mut compiled = Vec::with_capacity(sites.len());
         let mut reports = Vec::with_capacity(sites.len());
@@ -595,13 +590,8 @@ impl Planner {
         report: usize,
     ) -> Result<Cand, Refusal> {
         let offer = Arc::new(arm.offer(site, &self.host)?);
-        let key = (arm.name(), ContentHash::of_value(&offer.contract));
         let isa = self.host.isa;
-        let code = self
-            .arms
-            .entry(key)
-            .or_insert_with(|| arm.build(&offer, isa).map(Arc::new))
-            .clone()?;
+        let code = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
         let nest = arm.nest(&offer);
         let price = self.pricer.price(&code, &nest, &offer);
         Ok(Cand {
@@ -612,6 +602,42 @@ impl Planner {
             price,
             report,
         })
+    }
+
+    /// `candidate`'s body for `offer`: built once per planner (refusals
+    /// too), read from the cache when this program saved it before, else
+    /// made by `make` and saved.
+    fn body(
+        &mut self,
+        candidate: &'static str,
+        offer: &Offer,
+        make: impl FnOnce() -> Result<NativeCode, Refusal>,
+    ) -> Result<Arc<NativeCode>, Refusal> {
+        let key = offer_hash(offer);
+        if let Some(done) = self.bodies.get(&(candidate, key)) {
+            return done.clone();
+        }
+        let saved = if self.options.cache_bodies {
+            self.cache.body(candidate, key)
+        } else {
+            None
+        };
+        let made = match saved {
+            Some(code) => {
+                self.stats.body_hits += 1;
+                Ok(Arc::new(code))
+            }
+            None => {
+                self.stats.builds += 1;
+                let made = make().map(Arc::new);
+                if let (Ok(code), true) = (&made, self.options.cache_bodies) {
+                    self.cache.put_body(candidate, key, code);
+                }
+                made
+            }
+        };
+        self.bodies.insert((candidate, key), made.clone());
+        made
     }
 
     /// A validated twin, or its refusal (and whether that came from the cache).
@@ -638,10 +664,7 @@ impl Planner {
         require_features(&self.host, twin.requires()).map_err(|r| (r, false))?;
         let contract = ContentHash::of_value(&offer.contract);
         let code = self
-            .twins
-            .entry((twin.name(), contract))
-            .or_insert_with(|| emit_contained(twin, offer).map(Arc::new))
-            .clone()
+            .body(twin.name(), offer, || emit_contained(twin, offer))
             .map_err(|r| (r, false))?;
         let key = VerdictKey {
             twin: twin.name().to_owned(),
@@ -905,6 +928,25 @@ impl Planner {
         self.placed_code(&c.code)
             .map_err(|refusal| PlanError::Place { index, refusal })
     }
+}
+
+/// What a body may depend on in its offer: everything but the packed
+/// operands' bytes (their names, layouts and lengths are in), which are
+/// data the body reads at run time, not code.
+fn offer_hash(offer: &Offer) -> ContentHash {
+    let packed: Vec<(&str, &str, usize)> = offer
+        .packed
+        .iter()
+        .map(|p| (p.name, p.layout, p.bytes.len()))
+        .collect();
+    ContentHash::of_value(&(
+        &offer.contract,
+        &offer.views,
+        &offer.loops,
+        offer.flops,
+        offer.bytes_moved,
+        packed,
+    ))
 }
 
 fn refused(r: &Refusal, cached: bool) -> VerdictReport {
