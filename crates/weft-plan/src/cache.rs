@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bincode::Options as _;
 use serde::{Deserialize, Serialize};
@@ -188,13 +189,13 @@ impl SavedBody {
         }
     }
 
-    fn code(&self) -> NativeCode {
-        NativeCode {
+    fn into_code(self) -> Arc<NativeCode> {
+        Arc::new(NativeCode {
             isa: self.isa,
-            bytes: self.bytes.clone(),
-            listing: self.listing.clone(),
-            loops: self.loops.clone(),
-        }
+            bytes: self.bytes,
+            listing: self.listing,
+            loops: self.loops,
+        })
     }
 }
 
@@ -294,7 +295,7 @@ pub struct PlanCache {
     /// This program's build (`None`: bodies are neither read nor saved).
     build: Option<BuildId>,
     builds: Vec<BuildId>,
-    bodies: BTreeMap<BodyKey, SavedBody>,
+    bodies: BTreeMap<BodyKey, Arc<NativeCode>>,
     dirty: bool,
     problem: Option<CacheProblem>,
 }
@@ -349,7 +350,11 @@ impl PlanCache {
                 cache.verdicts = body.verdicts.into_iter().collect();
                 cache.races = body.races.into_iter().collect();
                 cache.builds = body.builds;
-                cache.bodies = body.bodies.into_iter().collect();
+                cache.bodies = body
+                    .bodies
+                    .into_iter()
+                    .map(|(k, b)| (k, b.into_code()))
+                    .collect();
             }
             Ok(None) => {}
             Err(problem) => {
@@ -424,18 +429,18 @@ impl PlanCache {
 
     /// The body `candidate` built for the offer hashed `offer` in this
     /// program's build, if saved.
-    pub fn body(&self, candidate: &str, offer: ContentHash) -> Option<NativeCode> {
+    pub fn body(&self, candidate: &str, offer: ContentHash) -> Option<Arc<NativeCode>> {
         let key = BodyKey {
             candidate: candidate.to_owned(),
             offer,
             build: self.build?,
         };
-        self.bodies.get(&key).map(SavedBody::code)
+        self.bodies.get(&key).cloned()
     }
 
     /// Save the body `candidate` built for the offer hashed `offer` (a
     /// no-op without a build).
-    pub fn put_body(&mut self, candidate: &str, offer: ContentHash, code: &NativeCode) {
+    pub fn put_body(&mut self, candidate: &str, offer: ContentHash, code: &Arc<NativeCode>) {
         let Some(build) = self.build else {
             return;
         };
@@ -444,9 +449,8 @@ impl PlanCache {
             offer,
             build,
         };
-        let saved = SavedBody::of(code);
-        if self.bodies.get(&key) != Some(&saved) {
-            self.bodies.insert(key, saved);
+        if self.bodies.get(&key).map(|c| **c != **code).unwrap_or(true) {
+            self.bodies.insert(key, Arc::clone(code));
             self.dirty = true;
         }
     }
@@ -497,7 +501,7 @@ impl PlanCache {
                 .bodies
                 .iter()
                 .filter(|(k, _)| builds.contains(&k.build))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), SavedBody::of(v)))
                 .collect(),
             builds: builds.clone(),
         };
@@ -724,8 +728,8 @@ mod tests {
         );
     }
 
-    fn code(n: u8) -> NativeCode {
-        NativeCode {
+    fn code(n: u8) -> Arc<NativeCode> {
+        Arc::new(NativeCode {
             isa: Isa::X86_64,
             bytes: vec![n, 0xc3],
             listing: format!("body {n}"),
@@ -734,7 +738,7 @@ mod tests {
                 head: 0,
                 back_edge: 1,
             }],
-        }
+        })
     }
 
     #[test]

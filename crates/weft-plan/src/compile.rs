@@ -319,9 +319,11 @@ pub struct Planner {
     pricer: Arc<dyn Pricer>,
     cache: PlanCache,
     options: Options,
-    /// Every body built or read, by candidate name (unique in a
-    /// catalogue) and offer hash, refusals included.
-    bodies: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
+    /// Every body built or read, with the hash of its bytes, by candidate
+    /// name (unique in a catalogue) and offer hash; refusals included.
+    bodies: HashMap<(&'static str, ContentHash), Result<(Arc<NativeCode>, ContentHash), Refusal>>,
+    /// Prices by (bytes, offer, nest) hashes.
+    prices: HashMap<(ContentHash, ContentHash, ContentHash), Result<Price, String>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
     stats: CacheReport,
 }
@@ -367,6 +369,7 @@ impl Planner {
             cache,
             options,
             bodies: HashMap::new(),
+            prices: HashMap::new(),
             placed: HashMap::new(),
             stats: CacheReport::default(),
         }
@@ -515,7 +518,7 @@ impl Planner {
                 price: None,
                 race: None,
             });
-            let arm_code = Arc::clone(&bodies[0].code);
+            let arm_code = (Arc::clone(&bodies[0].code), bodies[0].hash);
             let offer = Arc::clone(&bodies[0].offer);
             match self.twin_candidate(&entry, twin.as_ref(), &offer, &arm_code, report) {
                 Ok((c, verdict)) => {
@@ -591,12 +594,12 @@ impl Planner {
     ) -> Result<Cand, Refusal> {
         let offer = Arc::new(arm.offer(site, &self.host)?);
         let isa = self.host.isa;
-        let code = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
+        let (code, hash) = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
         let nest = arm.nest(&offer);
-        let price = self.pricer.price(&code, &nest, &offer);
+        let price = self.price(&code, hash, &nest, &offer);
         Ok(Cand {
             name: arm.name(),
-            hash: ContentHash::of(&code.bytes),
+            hash,
             offer,
             code,
             price,
@@ -612,7 +615,7 @@ impl Planner {
         candidate: &'static str,
         offer: &Offer,
         make: impl FnOnce() -> Result<NativeCode, Refusal>,
-    ) -> Result<Arc<NativeCode>, Refusal> {
+    ) -> Result<(Arc<NativeCode>, ContentHash), Refusal> {
         let key = offer_hash(offer);
         if let Some(done) = self.bodies.get(&(candidate, key)) {
             return done.clone();
@@ -625,7 +628,8 @@ impl Planner {
         let made = match saved {
             Some(code) => {
                 self.stats.body_hits += 1;
-                Ok(Arc::new(code))
+                let hash = ContentHash::of(&code.bytes);
+                Ok((code, hash))
             }
             None => {
                 self.stats.builds += 1;
@@ -633,11 +637,32 @@ impl Planner {
                 if let (Ok(code), true) = (&made, self.options.cache_bodies) {
                     self.cache.put_body(candidate, key, code);
                 }
-                made
+                made.map(|code| {
+                    let hash = ContentHash::of(&code.bytes);
+                    (code, hash)
+                })
             }
         };
         self.bodies.insert((candidate, key), made.clone());
         made
+    }
+
+    /// The pricer's price of `code` (whose bytes hash to `hash`), once per
+    /// planner for the same bytes, nest and offer (prices are deterministic).
+    fn price(
+        &mut self,
+        code: &NativeCode,
+        hash: ContentHash,
+        nest: &[LoopTrip],
+        offer: &Offer,
+    ) -> Result<Price, String> {
+        let key = (hash, offer_hash(offer), ContentHash::of_value(&nest));
+        if let Some(p) = self.prices.get(&key) {
+            return p.clone();
+        }
+        let p = self.pricer.price(code, nest, offer);
+        self.prices.insert(key, p.clone());
+        p
     }
 
     /// A validated twin, or its refusal (and whether that came from the cache).
@@ -646,7 +671,7 @@ impl Planner {
         entry: &FamilyEntry,
         twin: &dyn Twin,
         offer: &Arc<Offer>,
-        arm_code: &Arc<NativeCode>,
+        (arm_code, arm_hash): &(Arc<NativeCode>, ContentHash),
         report: usize,
     ) -> Result<(Cand, VerdictReport), (Refusal, bool)> {
         if self.options.mode == EmitMode::Off {
@@ -663,13 +688,13 @@ impl Planner {
         }
         require_features(&self.host, twin.requires()).map_err(|r| (r, false))?;
         let contract = ContentHash::of_value(&offer.contract);
-        let code = self
+        let (code, twin_hash) = self
             .body(twin.name(), offer, || emit_contained(twin, offer))
             .map_err(|r| (r, false))?;
         let key = VerdictKey {
             twin: twin.name().to_owned(),
-            twin_code: ContentHash::of(&code.bytes),
-            arm_code: ContentHash::of(&arm_code.bytes),
+            twin_code: twin_hash,
+            arm_code: *arm_hash,
             contract,
         };
         let verdict = match self.cache.verdict(&key) {
@@ -721,7 +746,7 @@ impl Planner {
             }
         };
         let nest = twin.nest(offer);
-        let price = self.pricer.price(&code, &nest, offer);
+        let price = self.price(&code, twin_hash, &nest, offer);
         Ok((
             Cand {
                 name: twin.name(),
@@ -890,8 +915,8 @@ impl Planner {
             family: entry.family.name().to_owned(),
         })?;
         let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
-        let pa = self.placed_code(&a.code)?;
-        let pb = self.placed_code(&b.code)?;
+        let pa = self.placed_code(&a.code, a.hash)?;
+        let pb = self.placed_code(&b.code, b.hash)?;
         // SAFETY: both bodies were built by an `Arm` or `Twin` for an offer
         // of this site taking the same argument struct and operand layouts
         // (checked above) as the offer `prepared` was made for.
@@ -914,8 +939,8 @@ impl Planner {
         })
     }
 
-    fn placed_code(&mut self, code: &NativeCode) -> Result<Arc<PlacedCode>, Refusal> {
-        let hash = ContentHash::of(&code.bytes);
+    /// `code` (whose bytes hash to `hash`) placed, once per planner.
+    fn placed_code(&mut self, code: &NativeCode, hash: ContentHash) -> Result<Arc<PlacedCode>, Refusal> {
         if let Some(p) = self.placed.get(&hash) {
             return Ok(Arc::clone(p));
         }
@@ -925,7 +950,7 @@ impl Planner {
     }
 
     fn place(&mut self, c: &Cand, index: usize) -> Result<Arc<PlacedCode>, PlanError> {
-        self.placed_code(&c.code)
+        self.placed_code(&c.code, c.hash)
             .map_err(|refusal| PlanError::Place { index, refusal })
     }
 }

@@ -1,15 +1,16 @@
 //! The library example (`examples/matvec.rs`) runs in CI: this test
 //! compiles the same file and calls its `run` (so the code a downstream
-//! reader copies is the code that is tested), with an in-memory cache.
+//! reader copies is the code that is tested), with a cache in a temporary
+//! directory.
 
 #[path = "../examples/matvec.rs"]
 mod matvec;
 
 use weft_plan::{CacheLocation, Options};
 
-fn options() -> Options {
+fn options(dir: &tempfile::TempDir) -> Options {
     Options {
-        cache: CacheLocation::InMemory,
+        cache: CacheLocation::File(dir.path().join("plan.bin")),
         ..Options::default()
     }
 }
@@ -19,10 +20,12 @@ fn example_plans_runs_and_matches_the_scalar_references_on_one_and_two_threads()
     // Small enough for a debug build under qemu; batch 2 and a row count
     // that is not a multiple of any unroll.
     let shape = (75, 96, 2);
+    let dir = tempfile::tempdir().expect("tempdir");
     let mut outputs = Vec::new();
+    // The second run reads the first one's verdicts, races and bodies.
     for threads in [1, 2] {
         let mut text = Vec::new();
-        let outcome = matvec::run(options(), shape, threads, &mut text)
+        let outcome = matvec::run(options(&dir), shape, threads, &mut text)
             .unwrap_or_else(|e| panic!("example failed on {threads} thread(s): {e}"));
         let text = String::from_utf8(text).expect("utf-8");
         // The report names both sites and their choices.
@@ -43,9 +46,10 @@ fn example_plans_runs_and_matches_the_scalar_references_on_one_and_two_threads()
 
 #[test]
 fn example_kill_switch_runs_the_arms_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
     let options = Options {
         mode: weft_plan::EmitMode::Off,
-        ..options()
+        ..options(&dir)
     };
     let outcome = matvec::run(options, (40, 64, 1), 2, &mut Vec::new()).expect("example");
     assert!(!outcome.matvec.1 && !outcome.quantize.1, "{outcome:?}");

@@ -525,8 +525,11 @@ fn real_options(cache: CacheLocation) -> Options {
     }
 }
 
+/// SmolLM2-135M's q projection and FFN up projection, one token. (Each
+/// twin is validated once per contract on the family's fixed cases, so
+/// every site costs a full validation round in a debug build.)
 fn real_sites() -> Vec<Site> {
-    [(576u64, 576u64, 1u64), (1536, 576, 1), (192, 576, 2)]
+    [(576u64, 576u64, 1u64), (1536, 576, 1)]
         .into_iter()
         .map(|(r, c, b)| Site::new(Family(q8_0::FAMILY), q8_0::geometry(r, c, b)))
         .collect()
@@ -691,11 +694,13 @@ fn warm_plan_reads_every_body_and_equals_the_cold_plan() {
             },
         )
     };
-    let mut sites = real_sites();
-    sites.push(Site::new(
-        Family(q8_0::quantize::FAMILY),
-        q8_0::quantize::geometry(576, 2),
-    ));
+    let sites = vec![
+        Site::new(Family(q8_0::FAMILY), q8_0::geometry(192, 576, 2)),
+        Site::new(
+            Family(q8_0::quantize::FAMILY),
+            q8_0::quantize::geometry(576, 2),
+        ),
+    ];
     let cold = make(true).compile(&sites).expect("cold");
     let c = &cold.report().cache;
     assert_eq!(c.body_hits, 0);
