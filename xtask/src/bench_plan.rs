@@ -42,9 +42,17 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
         RmsNorm::FAMILY,
         RmsNorm::new(DIM as usize, b).map_err(err)?.geometry(),
     );
-    let quant = |cols| site(q8_0::quantize::FAMILY, q8_0::quantize::geometry(cols, batch));
+    let quant = |cols| {
+        site(
+            q8_0::quantize::FAMILY,
+            q8_0::quantize::geometry(cols, batch),
+        )
+    };
     let matvec = |rows, cols| site(q8_0::FAMILY, q8_0::geometry(rows, cols, batch));
-    let add = site(Add::FAMILY, Add::new((DIM * batch) as usize).map_err(err)?.geometry());
+    let add = site(
+        Add::FAMILY,
+        Add::new((DIM * batch) as usize).map_err(err)?.geometry(),
+    );
     Ok(vec![
         norm.clone(),
         quant(DIM),
@@ -59,15 +67,7 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
         ),
         site(
             attention::FAMILY,
-            attention::geometry(
-                HEAD_DIM,
-                batch,
-                context,
-                HEADS,
-                KV_HEADS,
-                true,
-                KvType::F32,
-            ),
+            attention::geometry(HEAD_DIM, batch, context, HEADS, KV_HEADS, true, KvType::F32),
         ),
         quant(DIM),
         matvec(DIM, DIM),
@@ -78,7 +78,9 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
         matvec(FFN, DIM),
         site(
             SiluMul::FAMILY,
-            SiluMul::new((FFN * batch) as usize).map_err(err)?.geometry(),
+            SiluMul::new((FFN * batch) as usize)
+                .map_err(err)?
+                .geometry(),
         ),
         quant(FFN),
         matvec(DIM, FFN),
@@ -245,10 +247,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 /// A fresh, empty directory for one round's cache.
 fn tempfile_dir(round: usize) -> Result<std::path::PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "weft-bench-plan-{}-{round}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("weft-bench-plan-{}-{round}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(err)?;
     Ok(dir)

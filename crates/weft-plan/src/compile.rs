@@ -312,6 +312,9 @@ struct Cand {
     report: usize,
 }
 
+/// A body and the hash of its bytes, or why it could not be made.
+type Built = Result<(Arc<NativeCode>, ContentHash), Refusal>;
+
 /// The planner: a catalogue, a host, a pricer, a cache and options.
 pub struct Planner {
     catalogue: Catalogue,
@@ -321,7 +324,7 @@ pub struct Planner {
     options: Options,
     /// Every body built or read, with the hash of its bytes, by candidate
     /// name (unique in a catalogue) and offer hash; refusals included.
-    bodies: HashMap<(&'static str, ContentHash), Result<(Arc<NativeCode>, ContentHash), Refusal>>,
+    bodies: HashMap<(&'static str, ContentHash), Built>,
     /// Prices by (bytes, offer, nest) hashes.
     prices: HashMap<(ContentHash, ContentHash, ContentHash), Result<Price, String>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
@@ -615,7 +618,7 @@ impl Planner {
         candidate: &'static str,
         offer: &Offer,
         make: impl FnOnce() -> Result<NativeCode, Refusal>,
-    ) -> Result<(Arc<NativeCode>, ContentHash), Refusal> {
+    ) -> Built {
         let key = offer_hash(offer);
         if let Some(done) = self.bodies.get(&(candidate, key)) {
             return done.clone();
@@ -940,7 +943,11 @@ impl Planner {
     }
 
     /// `code` (whose bytes hash to `hash`) placed, once per planner.
-    fn placed_code(&mut self, code: &NativeCode, hash: ContentHash) -> Result<Arc<PlacedCode>, Refusal> {
+    fn placed_code(
+        &mut self,
+        code: &NativeCode,
+        hash: ContentHash,
+    ) -> Result<Arc<PlacedCode>, Refusal> {
         if let Some(p) = self.placed.get(&hash) {
             return Ok(Arc::clone(p));
         }

@@ -31,7 +31,10 @@ fn example_plans_runs_and_matches_the_scalar_references_on_one_and_two_threads()
         // The report names both sites and their choices.
         assert!(text.contains("q8_0.quantize"), "{text}");
         assert!(text.contains("q8_0.matvec"), "{text}");
-        assert!(text.contains(&format!("chose {}", outcome.matvec.0)), "{text}");
+        assert!(
+            text.contains(&format!("chose {}", outcome.matvec.0)),
+            "{text}"
+        );
         assert!(text.contains("bit for bit"), "{text}");
         assert_eq!(outcome.y.len(), shape.0 * shape.2);
         // The right product was computed: quantising uniform inputs to 8
