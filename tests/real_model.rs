@@ -261,7 +261,11 @@ fn real_model_through_the_plan_knows_the_capital_of_france() {
         .decode(&ids, Render::SkipSpecial)
         .expect("decode");
     let text = String::from_utf8_lossy(&text);
-    assert_eq!(ids, [7042, 30, 198, 198, 504, 2988, 314, 42], "answer: {text:?}");
+    assert_eq!(
+        ids,
+        [7042, 30, 198, 198, 504, 2988, 314, 42],
+        "answer: {text:?}"
+    );
     let (_, off) = run(weft_plan::EmitMode::Off);
     assert_eq!(on, off);
 }
