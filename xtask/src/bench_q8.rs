@@ -34,10 +34,10 @@ use std::time::Instant;
 use weft_kernel::{Host, MemberViews, Twin};
 use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
 use weft_kernels::q8_0::x64::TWINS;
-use weft_plan::Executor;
 use weft_kernels::q8_0::{
     quantize_activations, Q8Activations, Q8MatvecArgs, Q8Weights, BLOCK_BYTES, BLOCK_LEN,
 };
+use weft_plan::Executor;
 
 /// The shapes, `(rows, cols)`.
 const SHAPES: [(usize, usize); 5] = [

@@ -390,7 +390,11 @@ mod tests {
                         hits[i].fetch_add(1, Ordering::Relaxed);
                     });
                     for (i, h) in hits.iter().enumerate() {
-                        assert_eq!(h.load(Ordering::Relaxed), call, "t{threads} p{parts} part {i}");
+                        assert_eq!(
+                            h.load(Ordering::Relaxed),
+                            call,
+                            "t{threads} p{parts} part {i}"
+                        );
                     }
                 }
             }
