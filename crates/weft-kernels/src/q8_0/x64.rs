@@ -739,6 +739,15 @@ fn pass(
     loop_back(e, mark, marks)?;
     e.asm().jne(top)?;
     e.set_label(&mut skip)?;
+    // The stream's share of the tail blocks (up to 3 per row, less than one
+    // more step): without it the stream fell behind by the tail on every
+    // pass, and each pass met a few lines straight from DRAM (576 columns,
+    // 4-row pass: 4 lines in every 2448 bytes).
+    if rows > 1 && prefetch > 0 {
+        for line in 0..prefetch_lines(rows) {
+            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
+        }
+    }
     // Tail: blocks % 4 more blocks into groups 0, 1, 2.
     let mut fold = e.create_label();
     let a = e.asm();
