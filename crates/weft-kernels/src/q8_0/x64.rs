@@ -418,7 +418,7 @@ const XMM: [AsmRegisterXmm; 32] = [
 ];
 
 /// How far (bytes) past the end of its own rows a pass's prefetch stream
-/// starts (see [`pass`]).
+/// starts (module docs: one linear stream over the next pass).
 pub const PREFETCH: i32 = 2048;
 
 // GPRs of the body.
