@@ -22,6 +22,15 @@
 //! compiled plan runs them; the peer's bytes in two 64-byte aligned halves
 //! by `Executor::for_each_part`. No call pays for creating a thread.
 //!
+//! First, the token section ([`measure_token`]): the matvecs of one
+//! SmolLM2-135M decode step at batch 1 (30 layers of q, k, v, o, gate,
+//! up, down and the output projection, each with its own weights, 143 MB:
+//! more than L3, so every token streams them from DRAM), per token, for
+//! every candidate and the peer, interleaved rounds, medians; it ends with
+//! `bench q8-matvec token: best_twin_ms_1t=… best_twin_ms_2t=…
+//! stream_ms_1t=… stream_ms_2t=…`. `cargo xtask bench q8-matvec token`
+//! runs only that section.
+//!
 //! The last line is the summary (see [`summarize`]):
 //! `bench q8-matvec: best_twin_vs_arm_l2=X dram_fraction_1t=Y dram_fraction_2t=Z`.
 //! `cargo xtask bench` always runs from a release build (see `main.rs`).
