@@ -8,7 +8,7 @@ use weft_kernel::{Family, NativeCode};
 use weft_llm::engine::{self, SITE_NAMES};
 use weft_plan::{Kind, PriceReport, VerdictReport};
 
-use crate::{compile, config, ExplainArgs};
+use crate::{compile, config, emit, ExplainArgs};
 
 /// The plan index of `site`: an index, a full name, or a unique suffix.
 fn resolve(site: &str) -> Result<usize, String> {
@@ -130,12 +130,10 @@ pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
             .map(|(_, n)| n),
     };
 
-    println!(
-        "site {index} {} — {} [{}]",
-        SITE_NAMES[index], report.family, report.geometry
+    let mut text = format!(
+        "site {index} {} — {} [{}]\nchose {}: {}\n\n",
+        SITE_NAMES[index], report.family, report.geometry, report.chosen, report.reason
     );
-    println!("chose {}: {}", report.chosen, report.reason);
-    println!();
     let model = CostModel::for_host(&host);
     let price = |code: &NativeCode, nest: &[weft_kernel::LoopTrip]| {
         model
@@ -171,8 +169,8 @@ pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
         }
         None => right.push("no validated twin for this site on this host".to_owned()),
     }
-    print!("{}", side_by_side(&left, &right, a.width));
-    Ok(())
+    text.push_str(&side_by_side(&left, &right, a.width));
+    emit(&text)
 }
 
 #[cfg(test)]

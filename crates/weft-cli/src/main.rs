@@ -120,6 +120,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Write `text` to stdout; a closed pipe (`weft plan | head`) ends the
+/// output quietly rather than as an error.
+fn emit(text: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
 /// The planner's options from the environment (`WEFT_NATIVE_EMIT`).
 fn options() -> Result<Options, String> {
     Options::from_env().map_err(|e| e.to_string())
@@ -310,11 +320,10 @@ fn plan(a: PlanArgs) -> Result<(), String> {
             "report": plan.report(),
         });
         let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
-        println!("{text}");
+        emit(&format!("{text}\n"))
     } else {
-        print!("{}", named_report(&plan));
+        emit(&named_report(&plan))
     }
-    Ok(())
 }
 
 #[cfg(test)]
