@@ -1,5 +1,6 @@
-//! Per-host caches, FFTW-wisdom style: validation verdicts and race
-//! results, saved with serde + bincode in the user's cache directory.
+//! Per-host caches, FFTW-wisdom style: validation verdicts, race results
+//! and built bodies, saved with serde + bincode in the user's cache
+//! directory.
 //!
 //! One file per host (`plan-<fingerprint>.bin`), laid out as
 //! `b"WEFTPLAN"`, the body's length (`u64` little-endian), the body
@@ -17,7 +18,14 @@
 //! - **Keys name everything a result depends on.** A verdict is keyed by
 //!   the twin's name, the hashes of the twin's and the arm's bytes and the
 //!   hash of the contract; a race by both bodies' hashes and the
-//!   [`GeometryClass`]; host and crate version are the file's.
+//!   [`GeometryClass`]; a body by the candidate's name, the hash of the
+//!   offer it was built for and the [`BuildId`] of the program that built
+//!   it; host and crate version are the file's.
+//! - **Bodies never outlive their build.** Verdicts and races are facts
+//!   about bytes, true whatever program reads them; a saved body is only
+//!   what *this* program's arm or twin would build, so it is used only by
+//!   the same executable (path, size and modification time), and the
+//!   bodies of all but the last [`MAX_BUILDS`] builds are dropped.
 //! - **Atomic writes**: a new file is written beside the old and renamed
 //!   over it, so a crash mid-save leaves the old file or the new one.
 
@@ -25,16 +33,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bincode::Options as _;
 use serde::{Deserialize, Serialize};
-use weft_host::Fingerprint;
-use weft_kernel::{Checked, Geometry, Refusal};
+use weft_host::{Fingerprint, Isa};
+use weft_kernel::{Checked, Geometry, LoopAnnotation, NativeCode, Refusal};
 
 use crate::hash::ContentHash;
 
 /// The on-disk format; a file of another format is foreign.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
+
+/// Builds whose saved bodies a file keeps (the current one and the most
+/// recent others, so two programs sharing a cache do not evict each other).
+pub const MAX_BUILDS: usize = 4;
 
 const MAGIC: [u8; 8] = *b"WEFTPLAN";
 
@@ -114,6 +127,78 @@ pub struct SavedRace {
     pub rounds: u32,
 }
 
+/// The program that built a body: a hash of its executable's path, size
+/// and modification time, so any rebuild (a changed arm, a new Cranelift)
+/// is a new build whose bodies are built afresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BuildId(pub u64);
+
+impl BuildId {
+    /// This process's build, or `None` when its executable cannot be
+    /// examined (then no body is saved or read).
+    pub fn current() -> Option<BuildId> {
+        static CURRENT: std::sync::OnceLock<Option<BuildId>> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| {
+            let exe = std::env::current_exe().ok()?;
+            let meta = std::fs::metadata(&exe).ok()?;
+            let mtime = meta
+                .modified()
+                .ok()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?;
+            let id = ContentHash::of_value(&(
+                exe.to_string_lossy().as_ref(),
+                meta.len(),
+                mtime.as_secs(),
+                mtime.subsec_nanos(),
+            ));
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&id.0[..8]);
+            Some(BuildId(u64::from_le_bytes(word)))
+        })
+    }
+}
+
+/// What a saved body names.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BodyKey {
+    /// The candidate (arm or twin) that built it.
+    pub candidate: String,
+    /// Hash of the offer it was built for.
+    pub offer: ContentHash,
+    /// The program that built it.
+    pub build: BuildId,
+}
+
+/// A body as saved: [`NativeCode`], field for field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct SavedBody {
+    isa: Isa,
+    bytes: Vec<u8>,
+    listing: String,
+    loops: Vec<LoopAnnotation>,
+}
+
+impl SavedBody {
+    fn of(code: &NativeCode) -> SavedBody {
+        SavedBody {
+            isa: code.isa,
+            bytes: code.bytes.clone(),
+            listing: code.listing.clone(),
+            loops: code.loops.clone(),
+        }
+    }
+
+    fn into_code(self) -> Arc<NativeCode> {
+        Arc::new(NativeCode {
+            isa: self.isa,
+            bytes: self.bytes,
+            listing: self.listing,
+            loops: self.loops,
+        })
+    }
+}
+
 /// Why a cache file was not used (reported once, then rewritten).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CacheProblem {
@@ -188,6 +273,9 @@ struct Body {
     version: String,
     verdicts: Vec<(VerdictKey, SavedVerdict)>,
     races: Vec<(RaceKey, SavedRace)>,
+    /// The builds whose bodies are kept, most recent last.
+    builds: Vec<BuildId>,
+    bodies: Vec<(BodyKey, SavedBody)>,
 }
 
 fn codec() -> impl bincode::Options {
@@ -197,13 +285,17 @@ fn codec() -> impl bincode::Options {
         .reject_trailing_bytes()
 }
 
-/// The verdicts and races of one host, in memory, with the file they came
-/// from (if any).
+/// The verdicts, races and bodies of one host, in memory, with the file
+/// they came from (if any).
 pub struct PlanCache {
     path: Option<PathBuf>,
     host: Fingerprint,
     verdicts: BTreeMap<VerdictKey, SavedVerdict>,
     races: BTreeMap<RaceKey, SavedRace>,
+    /// This program's build (`None`: bodies are neither read nor saved).
+    build: Option<BuildId>,
+    builds: Vec<BuildId>,
+    bodies: BTreeMap<BodyKey, Arc<NativeCode>>,
     dirty: bool,
     problem: Option<CacheProblem>,
 }
@@ -215,6 +307,8 @@ impl fmt::Debug for PlanCache {
             .field("host", &self.host)
             .field("verdicts", &self.verdicts.len())
             .field("races", &self.races.len())
+            .field("bodies", &self.bodies.len())
+            .field("build", &self.build)
             .field("problem", &self.problem)
             .finish()
     }
@@ -228,6 +322,9 @@ impl PlanCache {
             host,
             verdicts: BTreeMap::new(),
             races: BTreeMap::new(),
+            build: BuildId::current(),
+            builds: Vec::new(),
+            bodies: BTreeMap::new(),
             dirty: false,
             problem: None,
         }
@@ -252,6 +349,12 @@ impl PlanCache {
             Ok(Some(body)) => {
                 cache.verdicts = body.verdicts.into_iter().collect();
                 cache.races = body.races.into_iter().collect();
+                cache.builds = body.builds;
+                cache.bodies = body
+                    .bodies
+                    .into_iter()
+                    .map(|(k, b)| (k, b.into_code()))
+                    .collect();
             }
             Ok(None) => {}
             Err(problem) => {
@@ -261,6 +364,18 @@ impl PlanCache {
             }
         }
         cache
+    }
+
+    /// The same cache serving bodies for `build` instead of this
+    /// program's (`None`: no bodies are read or saved).
+    pub fn with_build(mut self, build: Option<BuildId>) -> PlanCache {
+        self.build = build;
+        self
+    }
+
+    /// The build whose bodies this cache serves.
+    pub fn build(&self) -> Option<BuildId> {
+        self.build
     }
 
     /// Why the file was not used, if it was not.
@@ -307,6 +422,53 @@ impl PlanCache {
         self.dirty = true;
     }
 
+    /// Saved bodies, of every kept build.
+    pub fn body_count(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// The body `candidate` built for the offer hashed `offer` in this
+    /// program's build, if saved.
+    pub fn body(&self, candidate: &str, offer: ContentHash) -> Option<Arc<NativeCode>> {
+        let key = BodyKey {
+            candidate: candidate.to_owned(),
+            offer,
+            build: self.build?,
+        };
+        self.bodies.get(&key).cloned()
+    }
+
+    /// Save the body `candidate` built for the offer hashed `offer` (a
+    /// no-op without a build).
+    pub fn put_body(&mut self, candidate: &str, offer: ContentHash, code: &Arc<NativeCode>) {
+        let Some(build) = self.build else {
+            return;
+        };
+        let key = BodyKey {
+            candidate: candidate.to_owned(),
+            offer,
+            build,
+        };
+        if self.bodies.get(&key).map(|c| **c != **code).unwrap_or(true) {
+            self.bodies.insert(key, Arc::clone(code));
+            self.dirty = true;
+        }
+    }
+
+    /// The builds to keep bodies of (this one last) and whether that drops any.
+    fn kept_builds(&self) -> Vec<BuildId> {
+        let mut kept: Vec<BuildId> = self
+            .builds
+            .iter()
+            .copied()
+            .filter(|b| Some(*b) != self.build)
+            .chain(self.build)
+            .collect();
+        let excess = kept.len().saturating_sub(MAX_BUILDS);
+        kept.drain(..excess);
+        kept
+    }
+
     /// Write the cache to its file if anything changed (or the file was
     /// unusable). A cache without a file saves nothing.
     pub fn save(&mut self) -> Result<(), CacheSaveError> {
@@ -320,6 +482,7 @@ impl PlanCache {
             path: path.display().to_string(),
             cause,
         };
+        let builds = self.kept_builds();
         let body = Body {
             format: CACHE_FORMAT,
             host: self.host.0,
@@ -334,6 +497,13 @@ impl PlanCache {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            bodies: self
+                .bodies
+                .iter()
+                .filter(|(k, _)| builds.contains(&k.build))
+                .map(|(k, v)| (k.clone(), SavedBody::of(v)))
+                .collect(),
+            builds: builds.clone(),
         };
         let bytes = codec().serialize(&body).map_err(|e| fail(e.to_string()))?;
         let mut out = Vec::with_capacity(bytes.len() + 32);
@@ -355,6 +525,8 @@ impl PlanCache {
             let _ = std::fs::remove_file(&tmp);
             return Err(fail(e.to_string()));
         }
+        self.bodies.retain(|k, _| builds.contains(&k.build));
+        self.builds = builds;
         self.dirty = false;
         Ok(())
     }
@@ -554,6 +726,78 @@ mod tests {
             PlanCache::open(&as_dir, host).problem().map(|p| p.name()),
             Some("cache-unreadable")
         );
+    }
+
+    fn code(n: u8) -> Arc<NativeCode> {
+        Arc::new(NativeCode {
+            isa: Isa::X86_64,
+            bytes: vec![n, 0xc3],
+            listing: format!("body {n}"),
+            loops: vec![LoopAnnotation {
+                name: "rows".into(),
+                head: 0,
+                back_edge: 1,
+            }],
+        })
+    }
+
+    #[test]
+    fn saved_bodies_are_read_back_by_the_same_build_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.bin");
+        let host = Fingerprint(0xabc);
+        let offer = ContentHash([4; 16]);
+        let mut c = PlanCache::open(&path, host).with_build(Some(BuildId(1)));
+        c.put_body("arm", offer, &code(7));
+        c.save().expect("save");
+        let same = PlanCache::open(&path, host).with_build(Some(BuildId(1)));
+        assert_eq!(same.problem(), None);
+        assert_eq!(same.body("arm", offer), Some(code(7)));
+        assert_eq!(same.body("arm", ContentHash([5; 16])), None);
+        assert_eq!(same.body("twin", offer), None);
+        // Another build of the program must build its own.
+        let other = PlanCache::open(&path, host).with_build(Some(BuildId(2)));
+        assert_eq!(other.body("arm", offer), None);
+        // A program that cannot name its build neither reads nor saves bodies.
+        let mut none = PlanCache::open(&path, host).with_build(None);
+        assert_eq!(none.body("arm", offer), None);
+        none.put_body("arm2", offer, &code(8));
+        assert_eq!(none.body_count(), 1);
+    }
+
+    #[test]
+    fn bodies_of_all_but_the_last_builds_are_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.bin");
+        let host = Fingerprint(0xabc);
+        let offer = ContentHash([4; 16]);
+        let last = MAX_BUILDS as u64 + 2;
+        for b in 1..=last {
+            let mut c = PlanCache::open(&path, host).with_build(Some(BuildId(b)));
+            c.put_body("arm", offer, &code(b as u8));
+            c.save().expect("save");
+        }
+        for b in 1..=last {
+            let c = PlanCache::open(&path, host).with_build(Some(BuildId(b)));
+            let kept = b + MAX_BUILDS as u64 > last;
+            assert_eq!(c.body("arm", offer).is_some(), kept, "build {b}");
+        }
+        assert_eq!(PlanCache::open(&path, host).body_count(), MAX_BUILDS);
+        // Verdicts are not a build's: they survive every rebuild.
+        let mut c = PlanCache::open(&path, host).with_build(Some(BuildId(1)));
+        c.put_verdict(
+            key(1),
+            SavedVerdict::Accepted(Checked { cases: 1, words: 1 }),
+        );
+        c.save().expect("save");
+        let c = PlanCache::open(&path, host).with_build(Some(BuildId(99)));
+        assert_eq!(c.verdict_count(), 1);
+    }
+
+    #[test]
+    fn this_program_has_a_build() {
+        assert!(BuildId::current().is_some());
+        assert_eq!(BuildId::current(), BuildId::current());
     }
 
     #[test]

@@ -93,6 +93,10 @@ pub struct Options {
     /// Sites whose chosen body is priced below this many cycles run on the
     /// calling thread: splitting them costs more than it saves.
     pub split_min_cycles: f64,
+    /// Whether built bodies are saved in (and read from) the cache, for
+    /// this same program only: a warm compile then skips Cranelift and the
+    /// emitters. Verdicts and races are cached either way.
+    pub cache_bodies: bool,
 }
 
 impl Default for Options {
@@ -106,6 +110,7 @@ impl Default for Options {
             separation: 0.03,
             seed: 0x5eed_c0de,
             split_min_cycles: 60_000.0,
+            cache_bodies: true,
         }
     }
 }
@@ -307,6 +312,9 @@ struct Cand {
     report: usize,
 }
 
+/// A body and the hash of its bytes, or why it could not be made.
+type Built = Result<(Arc<NativeCode>, ContentHash), Refusal>;
+
 /// The planner: a catalogue, a host, a pricer, a cache and options.
 pub struct Planner {
     catalogue: Catalogue,
@@ -314,8 +322,11 @@ pub struct Planner {
     pricer: Arc<dyn Pricer>,
     cache: PlanCache,
     options: Options,
-    arms: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
-    twins: HashMap<(&'static str, ContentHash), Result<Arc<NativeCode>, Refusal>>,
+    /// Every body built or read, with the hash of its bytes, by candidate
+    /// name (unique in a catalogue) and offer hash; refusals included.
+    bodies: HashMap<(&'static str, ContentHash), Built>,
+    /// Prices by (bytes, offer, nest) hashes.
+    prices: HashMap<(ContentHash, ContentHash, ContentHash), Result<Price, String>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
     stats: CacheReport,
 }
@@ -360,17 +371,10 @@ impl Planner {
             pricer,
             cache,
             options,
-            arms: HashMap::new(),
-            twins: HashMap::new(),
+            bodies: HashMap::new(),
+            prices: HashMap::new(),
             placed: HashMap::new(),
-            stats: CacheReport {
-                path: None,
-                problem: None,
-                verdict_hits: 0,
-                validations: 0,
-                race_hits: 0,
-                races: 0,
-            },
+            stats: CacheReport::default(),
         }
     }
 
@@ -413,10 +417,7 @@ impl Planner {
         self.stats = CacheReport {
             path: self.cache.path().map(|p| p.display().to_string()),
             problem: self.cache.problem().map(|p| p.to_string()),
-            verdict_hits: 0,
-            validations: 0,
-            race_hits: 0,
-            races: 0,
+            ..CacheReport::default()
         };
         let mut compiled = Vec::with_capacity(sites.len());
         let mut reports = Vec::with_capacity(sites.len());
@@ -520,7 +521,7 @@ impl Planner {
                 price: None,
                 race: None,
             });
-            let arm_code = Arc::clone(&bodies[0].code);
+            let arm_code = (Arc::clone(&bodies[0].code), bodies[0].hash);
             let offer = Arc::clone(&bodies[0].offer);
             match self.twin_candidate(&entry, twin.as_ref(), &offer, &arm_code, report) {
                 Ok((c, verdict)) => {
@@ -595,23 +596,76 @@ impl Planner {
         report: usize,
     ) -> Result<Cand, Refusal> {
         let offer = Arc::new(arm.offer(site, &self.host)?);
-        let key = (arm.name(), ContentHash::of_value(&offer.contract));
         let isa = self.host.isa;
-        let code = self
-            .arms
-            .entry(key)
-            .or_insert_with(|| arm.build(&offer, isa).map(Arc::new))
-            .clone()?;
+        let (code, hash) = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
         let nest = arm.nest(&offer);
-        let price = self.pricer.price(&code, &nest, &offer);
+        let price = self.price(&code, hash, &nest, &offer);
         Ok(Cand {
             name: arm.name(),
-            hash: ContentHash::of(&code.bytes),
+            hash,
             offer,
             code,
             price,
             report,
         })
+    }
+
+    /// `candidate`'s body for `offer`: built once per planner (refusals
+    /// too), read from the cache when this program saved it before, else
+    /// made by `make` and saved.
+    fn body(
+        &mut self,
+        candidate: &'static str,
+        offer: &Offer,
+        make: impl FnOnce() -> Result<NativeCode, Refusal>,
+    ) -> Built {
+        let key = offer_hash(offer);
+        if let Some(done) = self.bodies.get(&(candidate, key)) {
+            return done.clone();
+        }
+        let saved = if self.options.cache_bodies {
+            self.cache.body(candidate, key)
+        } else {
+            None
+        };
+        let made = match saved {
+            Some(code) => {
+                self.stats.body_hits += 1;
+                let hash = ContentHash::of(&code.bytes);
+                Ok((code, hash))
+            }
+            None => {
+                self.stats.builds += 1;
+                let made = make().map(Arc::new);
+                if let (Ok(code), true) = (&made, self.options.cache_bodies) {
+                    self.cache.put_body(candidate, key, code);
+                }
+                made.map(|code| {
+                    let hash = ContentHash::of(&code.bytes);
+                    (code, hash)
+                })
+            }
+        };
+        self.bodies.insert((candidate, key), made.clone());
+        made
+    }
+
+    /// The pricer's price of `code` (whose bytes hash to `hash`), once per
+    /// planner for the same bytes, nest and offer (prices are deterministic).
+    fn price(
+        &mut self,
+        code: &NativeCode,
+        hash: ContentHash,
+        nest: &[LoopTrip],
+        offer: &Offer,
+    ) -> Result<Price, String> {
+        let key = (hash, offer_hash(offer), ContentHash::of_value(&nest));
+        if let Some(p) = self.prices.get(&key) {
+            return p.clone();
+        }
+        let p = self.pricer.price(code, nest, offer);
+        self.prices.insert(key, p.clone());
+        p
     }
 
     /// A validated twin, or its refusal (and whether that came from the cache).
@@ -620,7 +674,7 @@ impl Planner {
         entry: &FamilyEntry,
         twin: &dyn Twin,
         offer: &Arc<Offer>,
-        arm_code: &Arc<NativeCode>,
+        (arm_code, arm_hash): &(Arc<NativeCode>, ContentHash),
         report: usize,
     ) -> Result<(Cand, VerdictReport), (Refusal, bool)> {
         if self.options.mode == EmitMode::Off {
@@ -637,16 +691,13 @@ impl Planner {
         }
         require_features(&self.host, twin.requires()).map_err(|r| (r, false))?;
         let contract = ContentHash::of_value(&offer.contract);
-        let code = self
-            .twins
-            .entry((twin.name(), contract))
-            .or_insert_with(|| emit_contained(twin, offer).map(Arc::new))
-            .clone()
+        let (code, twin_hash) = self
+            .body(twin.name(), offer, || emit_contained(twin, offer))
             .map_err(|r| (r, false))?;
         let key = VerdictKey {
             twin: twin.name().to_owned(),
-            twin_code: ContentHash::of(&code.bytes),
-            arm_code: ContentHash::of(&arm_code.bytes),
+            twin_code: twin_hash,
+            arm_code: *arm_hash,
             contract,
         };
         let verdict = match self.cache.verdict(&key) {
@@ -698,7 +749,7 @@ impl Planner {
             }
         };
         let nest = twin.nest(offer);
-        let price = self.pricer.price(&code, &nest, offer);
+        let price = self.price(&code, twin_hash, &nest, offer);
         Ok((
             Cand {
                 name: twin.name(),
@@ -930,8 +981,8 @@ impl Planner {
             family: entry.family.name().to_owned(),
         })?;
         let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
-        let pa = self.placed_code(&a.code)?;
-        let pb = self.placed_code(&b.code)?;
+        let pa = self.placed_code(&a.code, a.hash)?;
+        let pb = self.placed_code(&b.code, b.hash)?;
         // SAFETY: both bodies were built by an `Arm` or `Twin` for an offer
         // of this site taking the same argument struct and operand layouts
         // (checked above) as the offer `prepared` was made for.
@@ -954,8 +1005,12 @@ impl Planner {
         })
     }
 
-    fn placed_code(&mut self, code: &NativeCode) -> Result<Arc<PlacedCode>, Refusal> {
-        let hash = ContentHash::of(&code.bytes);
+    /// `code` (whose bytes hash to `hash`) placed, once per planner.
+    fn placed_code(
+        &mut self,
+        code: &NativeCode,
+        hash: ContentHash,
+    ) -> Result<Arc<PlacedCode>, Refusal> {
         if let Some(p) = self.placed.get(&hash) {
             return Ok(Arc::clone(p));
         }
@@ -965,9 +1020,28 @@ impl Planner {
     }
 
     fn place(&mut self, c: &Cand, index: usize) -> Result<Arc<PlacedCode>, PlanError> {
-        self.placed_code(&c.code)
+        self.placed_code(&c.code, c.hash)
             .map_err(|refusal| PlanError::Place { index, refusal })
     }
+}
+
+/// What a body may depend on in its offer: everything but the packed
+/// operands' bytes (their names, layouts and lengths are in), which are
+/// data the body reads at run time, not code.
+fn offer_hash(offer: &Offer) -> ContentHash {
+    let packed: Vec<(&str, &str, usize)> = offer
+        .packed
+        .iter()
+        .map(|p| (p.name, p.layout, p.bytes.len()))
+        .collect();
+    ContentHash::of_value(&(
+        &offer.contract,
+        &offer.views,
+        &offer.loops,
+        offer.flops,
+        offer.bytes_moved,
+        packed,
+    ))
 }
 
 fn refused(r: &Refusal, cached: bool) -> VerdictReport {

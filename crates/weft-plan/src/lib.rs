@@ -2,14 +2,27 @@
 //! priced and chosen kernels, and the executor that runs it on threads.
 //!
 //! Its one job: for each site (family, geometry, plan-time operands) of a
-//! plan, collect the candidates a [`Catalogue`] has for the family, keep
-//! those the host can run, validate every twin against its arm (verdicts
-//! cached per host), price every survivor from its own bytes with a
-//! [`Pricer`], and select — the exact-tie rule first, a cached micro-race
-//! when prices are too close to call — then place the chosen bodies. A
-//! [`CompiledPlan`] hands out typed [`SiteKernel`]s that an [`Executor`]
-//! (a persistent thread pool) runs, splitting each call over the offer's
-//! member views.
+//! plan, choose one body and place it. A [`Catalogue`] holds every
+//! family's arms and twins. Selection has two stages:
+//!
+//! 1. **The offer**: every arm that can serve the site builds its body
+//!    (Cranelift) and is priced by a [`Pricer`] (weft-cost's model of the
+//!    host, through [`Planner::for_host`]); the cheapest arm's offer fixes
+//!    the site's contract, packed operands and member views.
+//! 2. **The body**: that arm's twins the host can run are emitted for the
+//!    same offer, validated bit for bit against the arm (verdicts cached
+//!    per host), priced, and compete with the arm.
+//!
+//! In each stage the exact-tie rule comes first (the first registered, the
+//! shipped arm, is kept), then price, then a cached micro-race when prices
+//! are too close to call. A [`CompiledPlan`] hands out typed
+//! [`SiteKernel`]s that an [`Executor`] (a persistent thread pool) runs,
+//! splitting each call over the offer's member views. The per-host
+//! [`PlanCache`] keeps verdicts, races and (for the same executable)
+//! built bodies, so a warm compile validates, races and compiles nothing.
+//!
+//! `examples/matvec.rs` builds a plan from scratch, runs it and checks it
+//! against the scalar references (`tests/example.rs` runs it in CI):
 //!
 //! ```no_run
 //! use weft_plan::{Catalogue, Executor, Options, Planner};
@@ -38,6 +51,9 @@
 //!   byte-identical to one from a catalogue without twins, and on/off plans
 //!   compute the same bits.
 //! - **An exact tie keeps the shipped arm**, decided before selection.
+//! - **Caches change speed, never the plan**: a warm compile's image equals
+//!   the cold one's. A saved body is used only by the build that saved it
+//!   ([`BuildId`]); verdicts and races are keyed by the bytes they judge.
 //! - **Caches are never trusted blindly**: a corrupt, truncated or foreign
 //!   file is reported once ([`CacheProblem`]), ignored and rewritten.
 //! - **Strict mode** (`WEFT_NATIVE_EMIT=strict`) turns a twin's mismatch or
@@ -53,8 +69,8 @@ mod race;
 mod report;
 
 pub use cache::{
-    CacheProblem, CacheSaveError, GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict,
-    VerdictKey, CACHE_FORMAT, CRATE_VERSION,
+    BodyKey, BuildId, CacheProblem, CacheSaveError, GeometryClass, PlanCache, RaceKey, SavedRace,
+    SavedVerdict, VerdictKey, CACHE_FORMAT, CRATE_VERSION, MAX_BUILDS,
 };
 pub use catalogue::Catalogue;
 pub use compile::{

@@ -24,7 +24,7 @@ pub struct SelectionReport {
 }
 
 /// The cache as this compile found and left it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CacheReport {
     /// The file, if the cache has one.
     pub path: Option<String>,
@@ -38,6 +38,10 @@ pub struct CacheReport {
     pub race_hits: usize,
     /// Races run anew.
     pub races: usize,
+    /// Bodies (arms' and twins') read from the cache instead of built.
+    pub body_hits: usize,
+    /// Bodies built (compiled or emitted) anew.
+    pub builds: usize,
 }
 
 /// One site's candidates and choice.
@@ -174,12 +178,15 @@ impl fmt::Display for SelectionReport {
         let c = &self.cache;
         writeln!(
             f,
-            "cache {}: {} verdicts cached, {} validated; {} races cached, {} run{}",
+            "cache {}: {} verdicts cached, {} validated; {} races cached, {} run; \
+             {} bodies cached, {} built{}",
             c.path.as_deref().unwrap_or("(in memory)"),
             c.verdict_hits,
             c.validations,
             c.race_hits,
             c.races,
+            c.body_hits,
+            c.builds,
             c.problem
                 .as_deref()
                 .map(|p| format!("; ignored: {p}"))

@@ -556,3 +556,219 @@ fn bad_requests_are_named_errors() {
         "bad-registration"
     );
 }
+
+// ---- The real pricer: weft-cost's model of this host ----
+
+fn real_options(cache: CacheLocation) -> Options {
+    Options {
+        cache,
+        // Every site splits, so two threads really run two parts.
+        split_min_cycles: 0.0,
+        race_budget: weft_plan::RaceBudget {
+            max_time: std::time::Duration::from_millis(10),
+            min_rounds: 3,
+            ..Default::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// SmolLM2-135M's q projection and FFN up projection, one token. (Each
+/// twin is validated once per contract on the family's fixed cases, so
+/// every site costs a full validation round in a debug build.)
+fn real_sites() -> Vec<Site> {
+    [(576u64, 576u64, 1u64), (1536, 576, 1)]
+        .into_iter()
+        .map(|(r, c, b)| Site::new(Family(q8_0::FAMILY), q8_0::geometry(r, c, b)))
+        .collect()
+}
+
+/// `Y = W·X` through `exec`, from a fresh NaN-filled output.
+fn run_matvec(
+    k: &weft_plan::SiteKernel<Q8MatvecArgs>,
+    exec: &Executor,
+    w: &q8_0::Q8Weights,
+    x: &q8_0::Q8Activations,
+) -> Vec<u32> {
+    let mut y = vec![f32::NAN; w.rows() * x.batch()];
+    let args = Q8MatvecArgs::new(w, x, &mut y, 0..w.rows()).expect("args");
+    // SAFETY: `args` was checked against `w`, `x` and `y`, live here.
+    unsafe { k.run(exec, &args) };
+    // NaNs compare by class (the contract's rule): one canonical pattern.
+    y.iter()
+        .map(|v| if v.is_nan() { 0x7fc0_0000 } else { v.to_bits() })
+        .collect()
+}
+
+#[test]
+fn real_pricer_prices_every_candidate_and_the_choice_runs_like_the_arm() {
+    let host = Host::detect();
+    let model = format!("{:?}", weft_cost::CostModel::for_host(&host).model());
+    let full = {
+        let mut c = Catalogue::new();
+        c.register(q8_0::entry()).expect("register");
+        c
+    };
+    let sites = real_sites();
+    let plan = Planner::for_host(
+        full.clone(),
+        host.clone(),
+        real_options(CacheLocation::InMemory),
+    )
+    .compile(&sites)
+    .expect("compile");
+    let arms_only = Planner::for_host(
+        full.without_twins(),
+        host.clone(),
+        real_options(CacheLocation::InMemory),
+    )
+    .compile(&sites)
+    .expect("compile, arms only");
+    let report = plan.report();
+    for (i, s) in report.sites.iter().enumerate() {
+        for c in &s.candidates {
+            match (&c.verdict, &c.price) {
+                // Everything that survived to pricing was priced by the
+                // host's model.
+                (
+                    VerdictReport::Offered | VerdictReport::Validated { .. },
+                    Some(weft_plan::PriceReport::Priced {
+                        model: m, cycles, ..
+                    }),
+                ) => {
+                    assert_eq!(m, &model, "{}: {report}", c.name);
+                    assert!(cycles.is_finite() && *cycles > 0.0, "{}: {cycles}", c.name);
+                }
+                (VerdictReport::Refused { name, .. }, None) => {
+                    // The rows2 arm needs the site's weights to repack; twins
+                    // of other ISAs or features are refused by name.
+                    assert!(
+                        matches!(
+                            name.as_str(),
+                            "bad-operand" | "wrong-isa" | "missing-feature"
+                        ),
+                        "{}: {name}",
+                        c.name
+                    );
+                }
+                (VerdictReport::NotConsidered { .. }, None) => {}
+                other => panic!("{} at site {i}: {other:?}\n{report}", c.name),
+            }
+        }
+        let site = &plan.sites()[i];
+        let chosen = s
+            .candidates
+            .iter()
+            .find(|c| c.name == s.chosen)
+            .expect("listed");
+        let price_of = |c: &weft_plan::CandidateReport| match &c.price {
+            Some(weft_plan::PriceReport::Priced { cycles, .. }) => Some(*cycles),
+            _ => None,
+        };
+        let cheapest = s
+            .candidates
+            .iter()
+            .filter(|c| c.arm.as_deref().is_none_or(|a| a == q8_0::arm::ARM_NAME))
+            .filter_map(price_of)
+            .fold(f64::INFINITY, f64::min);
+        match &site.kind {
+            Kind::Twin { arm } => {
+                assert_eq!(arm, q8_0::arm::ARM_NAME);
+                assert!(
+                    matches!(chosen.verdict, VerdictReport::Validated { .. }),
+                    "{chosen:?}"
+                );
+            }
+            Kind::Arm => assert_eq!(site.candidate, q8_0::arm::ARM_NAME),
+        }
+        // The choice is the cheapest, unless a race (run now) overruled a
+        // price too close to call.
+        match s.rule {
+            Rule::Cheapest | Rule::ExactTie | Rule::Only => {
+                assert_eq!(price_of(chosen), Some(cheapest), "{s:?}");
+            }
+            Rule::Race | Rule::RaceTie => assert!(
+                price_of(chosen).is_some_and(|p| p <= cheapest * (1.0 + 0.03)),
+                "{s:?}"
+            ),
+            Rule::Unpriced => panic!("the real model priced nothing: {s:?}"),
+        }
+        assert!(!s.reason.is_empty());
+        // The arm-only plan chose the same offer: numerics never depend
+        // on the twins.
+        assert_eq!(arms_only.sites()[i].contract, site.contract);
+        assert_eq!(arms_only.sites()[i].candidate, q8_0::arm::ARM_NAME);
+
+        // Run: the chosen body on 1 and 2 threads, bit for bit the arm's.
+        let g = &site.geometry;
+        let (rows, cols, batch) = (
+            g.get("rows").expect("rows") as usize,
+            g.get("cols").expect("cols") as usize,
+            g.get("batch").expect("batch") as usize,
+        );
+        let w = random_weights(rows, cols / 32, 11 + i as u64, true);
+        let x = random_activations(cols / 32, batch, 12 + i as u64);
+        let chosen_k = plan.kernel::<Q8MatvecArgs>(i).expect("kernel");
+        let arm_k = arms_only.kernel::<Q8MatvecArgs>(i).expect("arm kernel");
+        assert!(chosen_k.splits() && arm_k.splits());
+        let want = run_matvec(&arm_k, &Executor::new(1), &w, &x);
+        for threads in [1usize, 2] {
+            let exec = Executor::new(threads);
+            assert_eq!(run_matvec(&arm_k, &exec, &w, &x), want, "arm, {threads}");
+            assert_eq!(
+                run_matvec(&chosen_k, &exec, &w, &x),
+                want,
+                "{} at site {i}, {threads} threads",
+                s.chosen
+            );
+        }
+    }
+}
+
+#[test]
+fn warm_plan_reads_every_body_and_equals_the_cold_plan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let make = |cache_bodies: bool| {
+        let mut c = Catalogue::new();
+        c.register(q8_0::entry()).expect("register");
+        c.register(q8_0::quantize::entry()).expect("register");
+        Planner::for_host(
+            c,
+            Host::detect(),
+            Options {
+                cache_bodies,
+                ..real_options(CacheLocation::File(path.clone()))
+            },
+        )
+    };
+    let sites = vec![
+        Site::new(Family(q8_0::FAMILY), q8_0::geometry(192, 576, 2)),
+        Site::new(
+            Family(q8_0::quantize::FAMILY),
+            q8_0::quantize::geometry(576, 2),
+        ),
+    ];
+    let cold = make(true).compile(&sites).expect("cold");
+    let c = &cold.report().cache;
+    assert_eq!(c.body_hits, 0);
+    assert!(c.builds > 0);
+    let warm = make(true).compile(&sites).expect("warm");
+    let w = &warm.report().cache;
+    assert_eq!(
+        (w.builds, w.validations, w.races),
+        (0, 0, 0),
+        "{}",
+        warm.report()
+    );
+    assert_eq!(w.body_hits, c.builds);
+    assert_eq!(warm.image(), cold.image());
+    for (a, b) in warm.sites().iter().zip(cold.sites()) {
+        assert_eq!(*a.code, *b.code, "listing and loops too");
+    }
+    // Bodies off: everything is built again, and the plan is the same.
+    let rebuilt = make(false).compile(&sites).expect("rebuilt");
+    assert_eq!(rebuilt.report().cache.body_hits, 0);
+    assert_eq!(rebuilt.report().cache.builds, c.builds);
+    assert_eq!(rebuilt.image(), cold.image());
+}
