@@ -325,6 +325,8 @@ mod local {
     pub const G: i32 = 8;
     pub const I0: i32 = 9;
     pub const I1: i32 = 10;
+    /// Pairs of a tile the AVX-512 group step serves, or 0.
+    pub const FAST: i32 = 11;
 }
 
 fn cslot(i: usize) -> i32 {
@@ -490,6 +492,9 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(loc(local::I1), rdx)?;
     a.xor(r12, r12)?;
     a.xor(r13, r13)?;
+    // r15: the fewest keys a pair of the tile sees (starts at u64::MAX).
+    a.xor(r15, r15)?;
+    a.not(r15)?;
 
     // add_unit: the pairs of unit U (head r8).
     e.set_label(&mut add_unit)?;
@@ -532,6 +537,8 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(qword_ptr(rsi + 16), rax)?;
     a.cmp(rax, r13)?;
     a.cmova(r13, rax)?;
+    a.cmp(rax, r15)?;
+    a.cmovb(r15, rax)?;
     a.inc(r12)?;
     a.inc(rcx)?;
     a.jmp(row_loop)?;
@@ -565,6 +572,17 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     let a = e.asm();
     a.mov(loc(local::NPAIRS), r12)?;
     a.mov(loc(local::NMAX), r13)?;
+    // FAST = pairs when every pair sees the same keys and the group step
+    // holds them (AVX-512), else 0.
+    a.xor(eax, eax)?;
+    if let Some(pmax) = group_pairs_512(b) {
+        a.cmp(r15, r13)?;
+        a.cmove(rax, r12)?;
+        a.xor(ecx, ecx)?;
+        a.cmp(r12, pmax as i32)?;
+        a.cmova(rax, rcx)?;
+    }
+    a.mov(loc(local::FAST), rax)?;
     a.mov(rax, loc(local::G))?;
     a.imul_2(rax, qword_ptr(rdi + offsets::K_HEAD))?;
     a.shl(rax, es)?;
@@ -624,6 +642,26 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(eax, 16)?;
     a.cmp(r15, rax)?;
     a.cmova(r15, rax)?;
+    if let Some(pmax) = group_pairs_512(b) {
+        // A full block of a tile whose pairs all see it whole: the group step.
+        let mut slow = label(e);
+        let mut entries: Vec<CodeLabel> = (0..pmax).map(|_| label(e)).collect();
+        let a = e.asm();
+        a.cmp(r15, 16)?;
+        a.jne(slow)?;
+        a.mov(rax, loc(local::FAST))?;
+        for (p, l) in entries.iter().enumerate() {
+            a.cmp(rax, p as i32 + 1)?;
+            a.je(*l)?;
+        }
+        a.jmp(slow)?;
+        for (p, l) in entries.iter_mut().enumerate() {
+            e.set_label(l)?;
+            group_block_512(e, b, p + 1)?;
+            e.asm().jmp(block_next)?;
+        }
+        e.set_label(&mut slow)?;
+    }
     row_tables(e, b)?;
     e.asm().xor(ebx_(), ebx_())?;
     e.set_label(&mut pair_loop)?;
@@ -834,6 +872,136 @@ fn exp_512(e: &mut Emitter, x: usize, t1: usize, t2: usize, t3: usize) -> R {
     }
     a.vscalefps(x, x, t2)?; // p · 2^n, one rounding
     a.vpxord(x.k4(), x, x)?; // +0 where x < LO
+    Ok(())
+}
+
+/// Most pairs the AVX-512 group step serves at head dimension `d` (their
+/// outputs, `pairs · d/16` zmm, live in zmm0–11 through a block), or
+/// `None` for AVX2.
+fn group_pairs_512(b: &Body) -> Option<usize> {
+    (b.tier == Tier::Avx512).then(|| (12 / (b.d / 16)).clamp(1, GROUP_MAX_PAIRS))
+}
+
+/// Most pairs of the group step (a GQA group of SmolLM2 is 3).
+const GROUP_MAX_PAIRS: usize = 4;
+
+/// The block's row pointers when all 16 rows are present: binary32 rows
+/// in place (no masking, no software prefetch: the rows are read in
+/// address order and the hardware prefetchers follow them), binary16 rows
+/// widened as in [`row_tables`].
+fn full_row_tables(e: &mut Emitter, b: &Body) -> R {
+    if b.kv == KvType::F16 {
+        return row_tables(e, b);
+    }
+    let a = e.asm();
+    for (stride, head, kreg, sreg, table) in [
+        (offsets::K_POS, local::KH, r9, r11, FR_KPTR),
+        (offsets::V_POS, local::VH, r10, rcx, FR_VPTR),
+    ] {
+        a.mov(sreg, qword_ptr(rdi + stride))?;
+        a.shl(sreg, 2)?;
+        a.mov(kreg, sreg)?;
+        a.imul_2(kreg, r14)?;
+        a.add(kreg, loc(head))?;
+        for k in 0..16 {
+            a.mov(qword_ptr(rsp + table + 8 * k), kreg)?;
+            if k < 15 {
+                a.add(kreg, sreg)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A full block for the `pairs` pairs of a tile that all see it whole (a
+/// decode tile: one GQA group's heads): each pair's 16 scores (K rows as
+/// memory operands, eight keys at a time, folded as in
+/// [`qk_fold2_512`]) and softmax, keeping `p` in zmm20+ and `α` in
+/// zmm16+; then every output scaled by its `α` and updated key by key in
+/// one pass over the value rows, each V chunk loaded once for all pairs
+/// (`pairs · d/16` independent FMA chains in zmm0–11).
+fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
+    let nq = b.d / 16;
+    full_row_tables(e, b)?;
+    let (t0, t1) = (ZMM[24], ZMM[25]);
+    let acc = |j: usize| ZMM[8 + j];
+    for p in 0..pairs {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(rsp + FR_PAIRS + 32 * p as i32))?;
+        for m in 0..nq {
+            a.vmovups(ZMM[m], zmmword_ptr(rax + 64 * m as i32))?;
+        }
+        for half in 0..2 {
+            for j in 0..8 {
+                let key = key_of_slot_512(8 * half + j);
+                a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
+                a.vpxord(acc(j), acc(j), acc(j))?;
+                for m in 0..nq {
+                    a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(r9 + 64 * m as i32))?;
+                }
+            }
+            // Levels 1–3 of the fold tree over this half's eight slots.
+            for i in 0..4 {
+                let (x, y) = (acc(2 * i), acc(2 * i + 1));
+                a.vshuff64x2(t0, x, y, 0x44)?;
+                a.vshuff64x2(t1, x, y, 0xee)?;
+                a.vaddps(acc(i), t0, t1)?;
+            }
+            for i in 0..2 {
+                let (x, y) = (acc(2 * i), acc(2 * i + 1));
+                a.vshuff32x4(t0, x, y, 0x88)?;
+                a.vshuff32x4(t1, x, y, 0xdd)?;
+                a.vaddps(acc(i), t0, t1)?;
+            }
+            a.vshufps(t0, acc(0), acc(1), 0x88)?;
+            a.vshufps(t1, acc(0), acc(1), 0xdd)?;
+            a.vaddps(ZMM[26 + half], t0, t1)?;
+        }
+        // Level 4: (first half, second half).
+        a.vshufps(t0, ZMM[26], ZMM[27], 0x88)?;
+        a.vshufps(t1, ZMM[26], ZMM[27], 0xdd)?;
+        a.vaddps(ZMM[8], t0, t1)?;
+        a.mov(edx, 16)?;
+        a.lea(r8, qword_ptr(rsp + FR_STATE + 128 * p as i32))?;
+        softmax_512(e)?;
+        let a = e.asm();
+        a.vmovaps(ZMM[20 + p], ZMM[8])?;
+        a.vmovaps(ZMM[16 + p], ZMM[29])?;
+    }
+    let outs = [r11, r12, r13, r10];
+    let o = |p: usize, m: usize| ZMM[p * nq + m];
+    let a = e.asm();
+    for (p, out) in outs.iter().enumerate().take(pairs) {
+        a.mov(*out, qword_ptr(rsp + FR_PAIRS + 32 * p as i32 + 8))?;
+        for m in 0..nq {
+            a.vmovups(o(p, m), zmmword_ptr(*out + 64 * m as i32))?;
+            a.vmulps(o(p, m), o(p, m), ZMM[16 + p])?;
+        }
+    }
+    let idx = ZMM[28];
+    for k in 0..16 {
+        a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        for p in 0..pairs {
+            a.vpermps(ZMM[24 + p], idx, ZMM[20 + p])?;
+        }
+        a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
+        for m in 0..nq {
+            if pairs == 1 {
+                a.vfmadd231ps(o(0, m), ZMM[24], zmmword_ptr(r9 + 64 * m as i32))?;
+            } else {
+                let vc = ZMM[12 + m];
+                a.vmovups(vc, zmmword_ptr(r9 + 64 * m as i32))?;
+                for p in 0..pairs {
+                    a.vfmadd231ps(o(p, m), ZMM[24 + p], vc)?;
+                }
+            }
+        }
+    }
+    for (p, out) in outs.iter().enumerate().take(pairs) {
+        for m in 0..nq {
+            a.vmovups(zmmword_ptr(*out + 64 * m as i32), o(p, m))?;
+        }
+    }
     Ok(())
 }
 
