@@ -12,8 +12,9 @@
 //! `vcvtph2ps`), then runs every pair of the tile on that block, so the
 //! block's K and V bytes come from memory once per tile and from L1 for
 //! the other pairs; the table pass also prefetches the rows 32 positions
-//! ahead. Each pair's state (`m`, the 16 `l` lanes) lives in a stack slot
-//! and its output row is its `o` accumulator until the final division.
+//! ahead. Each pair's state (`m`, the 16 `l` lanes) and its `o`
+//! accumulator live in 64-byte aligned stack slots; the output row is
+//! written once, by the final division.
 //! Absent keys point at the block's first row: their scores are replaced
 //! by `-inf` and their values are never read.
 //!
@@ -310,7 +311,12 @@ const FR_SAVE: i32 = FR_VPTR + 128;
 const FR_LOCAL: i32 = FR_SAVE + 128;
 const FR_PAIRS: i32 = FR_LOCAL + 128;
 const FR_STATE: i32 = FR_PAIRS + 32 * MAX_PAIRS as i32;
-const FR_KV: i32 = FR_STATE + 128 * MAX_PAIRS as i32;
+/// Each pair's `o` accumulator (`4·d` bytes, 64-byte aligned): kept
+/// here, not in the output row, so its per-block stores and loads are
+/// aligned and forward (an output row need not be 64-byte aligned, and a
+/// zmm store split across two lines does not forward to the next block's
+/// load). The binary16 scratch follows ([`Body::kv_base`]).
+const FR_OACC: i32 = FR_STATE + 128 * MAX_PAIRS as i32;
 
 /// Locals (8 bytes each) at `FR_LOCAL + 8·index`.
 mod local {
@@ -346,9 +352,13 @@ struct Body {
 impl Body {
     fn frame_bytes(&self) -> i32 {
         match self.kv {
-            KvType::F32 => FR_KV,
-            KvType::F16 => FR_KV + 2 * 16 * 4 * self.d as i32,
+            KvType::F32 => self.kv_base(),
+            KvType::F16 => self.kv_base() + 2 * 16 * 4 * self.d as i32,
         }
+    }
+    /// The binary16 scratch, after the pairs' accumulators.
+    fn kv_base(&self) -> i32 {
+        FR_OACC + MAX_PAIRS as i32 * self.row_bytes()
     }
     /// Bytes of a widened K or V row in the f16 scratch.
     fn row_bytes(&self) -> i32 {
@@ -524,6 +534,9 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rax, rcx)?;
     a.imul_2(rax, qword_ptr(rdi + offsets::O_ROW))?;
     a.lea(rax, r10 + rax * 4)?;
+    a.mov(qword_ptr(rsi + 24), rax)?;
+    a.imul_3(rax, r12, b.row_bytes())?;
+    a.lea(rax, rsp + rax + FR_OACC)?;
     a.mov(qword_ptr(rsi + 8), rax)?;
     a.mov(rax, qword_ptr(rdi + offsets::LK))?;
     a.cmp(qword_ptr(rdi + offsets::CAUSAL), 0)?;
@@ -712,6 +725,7 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rsi, rbx)?;
     a.shl(rsi, 5)?;
     a.mov(r11, qword_ptr(rsp + rsi + FR_PAIRS + 8))?;
+    a.mov(rdx, qword_ptr(rsp + rsi + FR_PAIRS + 24))?;
     // t8 = l[0..8] + l[8..16]; t4 = t8 lo + hi; two neighbour rounds.
     a.vmovaps(ymm::ymm0, ymmword_ptr(r8))?;
     a.vaddps(ymm::ymm0, ymm::ymm0, ymmword_ptr(r8 + 32))?;
@@ -724,7 +738,7 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
         let at = 32 * m as i32;
         a.vmovups(ymm::ymm1, ymmword_ptr(r11 + at))?;
         a.vdivps(ymm::ymm1, ymm::ymm1, ymm::ymm0)?;
-        a.vmovups(ymmword_ptr(r11 + at), ymm::ymm1)?;
+        a.vmovups(ymmword_ptr(rdx + at), ymm::ymm1)?;
     }
     a.inc(rbx)?;
     a.jmp(fin_loop)?;
@@ -779,12 +793,13 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
         }
         KvType::F16 => {
             let rows = b.row_bytes();
-            let vbase = FR_KV + 16 * rows;
+            let fr_kv = b.kv_base();
+            let vbase = fr_kv + 16 * rows;
             let a = e.asm();
             for k in 0..16 {
                 // Absent rows point at row 0 (present whenever the block is).
-                a.lea(rax, rsp + FR_KV)?;
-                a.lea(rdx, rsp + FR_KV + k * rows)?;
+                a.lea(rax, rsp + fr_kv)?;
+                a.lea(rdx, rsp + fr_kv + k * rows)?;
                 a.cmp(r15, k)?;
                 a.cmova(rax, rdx)?;
                 a.mov(qword_ptr(rsp + FR_KPTR + 8 * k), rax)?;
@@ -806,7 +821,7 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
             a.imul_2(rax, r14)?;
             a.add(rax, loc(local::VH))?;
             a.mov(r10, rax)?;
-            a.lea(rdx, rsp + FR_KV)?;
+            a.lea(rdx, rsp + fr_kv)?;
             a.mov(rsi, r15)?;
             a.mov(r12, r11)?;
             a.shl(r12, PF_ROWS_LOG2)?;
