@@ -308,7 +308,10 @@ const FR_KPTR: i32 = FR_IDX + 1024;
 const FR_VPTR: i32 = FR_KPTR + 128;
 /// p and α of the first pair of a two-pair step (AVX-512).
 const FR_SAVE: i32 = FR_VPTR + 128;
-const FR_LOCAL: i32 = FR_SAVE + 128;
+/// The group step's pending block (binary32 K/V): each pair's `p` and
+/// `α` (128 bytes per pair, [`GROUP_MAX_PAIRS`] pairs).
+const FR_PIPE: i32 = FR_SAVE + 128;
+const FR_LOCAL: i32 = FR_PIPE + 128 * GROUP_MAX_PAIRS as i32;
 const FR_PAIRS: i32 = FR_LOCAL + 128;
 const FR_STATE: i32 = FR_PAIRS + 32 * MAX_PAIRS as i32;
 /// Each pair's `o` accumulator (`4·d` bytes, 64-byte aligned): kept
@@ -333,6 +336,10 @@ mod local {
     pub const I1: i32 = 10;
     /// Pairs of a tile the AVX-512 group step serves, or 0.
     pub const FAST: i32 = 11;
+    /// 1 when the group step left a block's output update pending.
+    pub const PENDING: i32 = 12;
+    /// The first V row of the pending block.
+    pub const PEND_V: i32 = 13;
 }
 
 fn cslot(i: usize) -> i32 {
@@ -470,6 +477,10 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     let mut finalize = label(e);
     let mut fin_loop = label(e);
     let mut causal_done = label(e);
+    let mut end_blocks = label(e);
+    let mut flush = label(e);
+    // The group step defers binary32 blocks' output updates.
+    let pipelined = b.kv == KvType::F32 && group_pairs_512(b).is_some();
     let es = b.kv.bytes().trailing_zeros();
 
     let a = e.asm();
@@ -596,6 +607,7 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
         a.cmova(rax, rcx)?;
     }
     a.mov(loc(local::FAST), rax)?;
+    a.mov(loc(local::PENDING), 0)?;
     a.mov(rax, loc(local::G))?;
     a.imul_2(rax, qword_ptr(rdi + offsets::K_HEAD))?;
     a.shl(rax, es)?;
@@ -649,7 +661,7 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     e.set_label(&mut block_loop)?;
     let a = e.asm();
     a.cmp(r14, loc(local::NMAX))?;
-    a.jae(finalize)?;
+    a.jae(if pipelined { end_blocks } else { finalize })?;
     a.mov(r15, loc(local::NMAX))?;
     a.sub(r15, r14)?;
     a.mov(eax, 16)?;
@@ -674,6 +686,12 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
             e.asm().jmp(block_next)?;
         }
         e.set_label(&mut slow)?;
+        if pipelined {
+            // Another kind of block: the pending update first.
+            let a = e.asm();
+            a.cmp(loc(local::PENDING), 0)?;
+            a.jne(flush)?;
+        }
     }
     row_tables(e, b)?;
     e.asm().xor(ebx_(), ebx_())?;
@@ -712,6 +730,12 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.add(r14, 16)?;
     a.jmp(block_loop)?;
 
+    if pipelined {
+        e.set_label(&mut end_blocks)?;
+        let a = e.asm();
+        a.cmp(loc(local::PENDING), 0)?;
+        a.jne(flush)?;
+    }
     // finalize: every pair's O = o / fold(l).
     e.set_label(&mut finalize)?;
     e.asm().xor(ebx_(), ebx_())?;
@@ -743,6 +767,25 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.inc(rbx)?;
     a.jmp(fin_loop)?;
 
+    if let (true, Some(pmax)) = (pipelined, group_pairs_512(b)) {
+        // flush: the pending block's output update, then back to the loop.
+        e.set_label(&mut flush)?;
+        let mut entries: Vec<CodeLabel> = (0..pmax).map(|_| label(e)).collect();
+        let a = e.asm();
+        a.mov(rax, loc(local::FAST))?;
+        for (p, l) in entries.iter().enumerate() {
+            a.cmp(rax, p as i32 + 1)?;
+            a.je(*l)?;
+        }
+        a.ud2()?; // FAST is 1..=pmax whenever a block is pending
+        for (p, l) in entries.iter_mut().enumerate() {
+            e.set_label(l)?;
+            group_pv_512(e, b, p + 1, PvFrom::Pipe)?;
+            let a = e.asm();
+            a.mov(loc(local::PENDING), 0)?;
+            a.jmp(block_loop)?;
+        }
+    }
     e.set_label(&mut done)?;
     Ok(())
 }
@@ -918,8 +961,13 @@ fn full_row_tables(e: &mut Emitter, b: &Body) -> R {
         a.mov(kreg, sreg)?;
         a.imul_2(kreg, r14)?;
         a.add(kreg, loc(head))?;
+        a.mov(rax, sreg)?;
+        a.shl(rax, PF_ROWS_LOG2)?;
         for k in 0..16 {
             a.mov(qword_ptr(rsp + table + 8 * k), kreg)?;
+            for line in (0..4 * b.d as i32).step_by(64) {
+                a.prefetcht0(byte_ptr(kreg + rax + line))?;
+            }
             if k < 15 {
                 a.add(kreg, sreg)?;
             }
@@ -928,14 +976,62 @@ fn full_row_tables(e: &mut Emitter, b: &Body) -> R {
     Ok(())
 }
 
+/// Where the group step's output update finds `p`, `α` and the V rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PvFrom {
+    /// `p` in zmm20+, `α` in zmm16+, V rows from the pointer table.
+    Regs,
+    /// The pending block: `p` and `α` in the [`FR_PIPE`] slots, V rows
+    /// from `PEND_V` by the position stride (binary32 only).
+    Pipe,
+}
+
 /// A full block for the `pairs` pairs of a tile that all see it whole (a
-/// decode tile: one GQA group's heads): each pair's 16 scores (K rows as
-/// memory operands, eight keys at a time, folded as in
-/// [`qk_fold2_512`]) and softmax, keeping `p` in zmm20+ and `α` in
-/// zmm16+; then every output scaled by its `α` and updated key by key in
-/// one pass over the value rows, each V chunk loaded once for all pairs
-/// (`pairs · d/16` independent FMA chains in zmm0–11).
+/// decode tile: one GQA group's heads). Binary16: scores and softmax
+/// ([`group_scores_512`]) then the output update ([`group_pv_512`]).
+/// Binary32 is software-pipelined: this block's scores and softmax, then
+/// the *previous* full block's output update (its `p` and `α` saved in
+/// [`FR_PIPE`]), then this block's `p` and `α` saved in its place; the
+/// update's FMA chains run while this block's fold, maximum and exp
+/// latencies resolve. The pending update is flushed before any other block
+/// and before the final division (see [`tiles`]). Per output element the
+/// operations and their order are the contract's either way.
 fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
+    group_scores_512(e, b, pairs)?;
+    if b.kv == KvType::F16 {
+        return group_pv_512(e, b, pairs, PvFrom::Regs);
+    }
+    // α out of the PV registers' way (zmm12–17 hold V chunks for pairs ≥ 2).
+    let alpha_keep = [ZMM[18], ZMM[19], ZMM[29], ZMM[30]];
+    let mut no_pending = e.create_label();
+    let a = e.asm();
+    // Last first: alpha_keep[p] may be zmm16+q for a later q.
+    for p in (0..pairs).rev() {
+        a.vmovaps(alpha_keep[p], ZMM[16 + p])?;
+    }
+    a.cmp(loc(local::PENDING), 0)?;
+    a.je(no_pending)?;
+    group_pv_512(e, b, pairs, PvFrom::Pipe)?;
+    e.set_label(&mut no_pending)?;
+    let a = e.asm();
+    for p in 0..pairs {
+        let slot = FR_PIPE + 128 * p as i32;
+        a.vmovaps(zmmword_ptr(rsp + slot), ZMM[20 + p])?;
+        a.vmovaps(zmmword_ptr(rsp + slot + 64), alpha_keep[p])?;
+    }
+    a.mov(loc(local::PENDING), 1)?;
+    a.mov(rax, qword_ptr(rdi + offsets::V_POS))?;
+    a.shl(rax, 2)?;
+    a.imul_2(rax, r14)?;
+    a.add(rax, loc(local::VH))?;
+    a.mov(loc(local::PEND_V), rax)?;
+    Ok(())
+}
+
+/// The row tables and, per pair, the 16 scores (K rows as memory
+/// operands, eight keys at a time, folded as in [`qk_fold2_512`]) and the
+/// softmax: `p` in zmm20+, `α` in zmm16+.
+fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
     let nq = b.d / 16;
     full_row_tables(e, b)?;
     let (t0, t1) = (ZMM[24], ZMM[25]);
@@ -983,23 +1079,48 @@ fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
         a.vmovaps(ZMM[20 + p], ZMM[8])?;
         a.vmovaps(ZMM[16 + p], ZMM[29])?;
     }
+    Ok(())
+}
+
+/// The output update of a full block for `pairs` pairs: every `o` scaled
+/// by its `α`, then key by key one pass over the value rows, each V chunk
+/// loaded once for all pairs (`pairs · d/16` independent FMA chains in
+/// zmm0–11). Touches zmm0–17, zmm24–28.
+fn group_pv_512(e: &mut Emitter, b: &Body, pairs: usize, from: PvFrom) -> R {
+    let nq = b.d / 16;
     let outs = [r11, r12, r13, r10];
     let o = |p: usize, m: usize| ZMM[p * nq + m];
+    let slot = |p: usize| FR_PIPE + 128 * p as i32;
     let a = e.asm();
     for (p, out) in outs.iter().enumerate().take(pairs) {
         a.mov(*out, qword_ptr(rsp + FR_PAIRS + 32 * p as i32 + 8))?;
         for m in 0..nq {
-            a.vmovups(o(p, m), zmmword_ptr(*out + 64 * m as i32))?;
-            a.vmulps(o(p, m), o(p, m), ZMM[16 + p])?;
+            a.vmovaps(o(p, m), zmmword_ptr(*out + 64 * m as i32))?;
+            match from {
+                PvFrom::Regs => a.vmulps(o(p, m), o(p, m), ZMM[16 + p])?,
+                PvFrom::Pipe => a.vmulps(o(p, m), o(p, m), zmmword_ptr(rsp + slot(p) + 64))?,
+            }
         }
+    }
+    if from == PvFrom::Pipe {
+        a.mov(rcx, qword_ptr(rdi + offsets::V_POS))?;
+        a.shl(rcx, 2)?;
+        a.mov(r9, loc(local::PEND_V))?;
     }
     let idx = ZMM[28];
     for k in 0..16 {
         a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
         for p in 0..pairs {
-            a.vpermps(ZMM[24 + p], idx, ZMM[20 + p])?;
+            match from {
+                PvFrom::Regs => a.vpermps(ZMM[24 + p], idx, ZMM[20 + p])?,
+                PvFrom::Pipe => a.vpermps(ZMM[24 + p], idx, zmmword_ptr(rsp + slot(p)))?,
+            }
         }
-        a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?;
+        match from {
+            PvFrom::Regs => a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?,
+            PvFrom::Pipe if k > 0 => a.add(r9, rcx)?,
+            PvFrom::Pipe => {}
+        }
         for m in 0..nq {
             if pairs == 1 {
                 a.vfmadd231ps(o(0, m), ZMM[24], zmmword_ptr(r9 + 64 * m as i32))?;
@@ -1014,7 +1135,7 @@ fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
     }
     for (p, out) in outs.iter().enumerate().take(pairs) {
         for m in 0..nq {
-            a.vmovups(zmmword_ptr(*out + 64 * m as i32), o(p, m))?;
+            a.vmovaps(zmmword_ptr(*out + 64 * m as i32), o(p, m))?;
         }
     }
     Ok(())
