@@ -53,7 +53,7 @@
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r10d, r11, r12,
+    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, k6, k7, qword_ptr, r10, r10d, r11, r12,
     r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, xmmword_ptr, ymmword_ptr,
     zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel,
 };
@@ -913,23 +913,140 @@ fn key_of_slot_512(s: usize) -> usize {
 
 /// `E(x)` in place on zmm `x`; `t1`, `t2`, `t3` scratch, zmm31 = MAGIC.
 fn exp_512(e: &mut Emitter, x: usize, t1: usize, t2: usize, t3: usize) -> R {
-    let (x, t1, t2, t3) = (ZMM[x], ZMM[t1], ZMM[t2], ZMM[t3]);
+    exp_multi_512(e, &[[x, t1, t2, t3]], &[k4])
+}
+
+/// `z{k}` (merge masking) for opmask `k` in k1–k7.
+fn masked(
+    z: AsmRegisterZmm,
+    k: weft_x64::iced_x86::code_asm::AsmRegisterK,
+) -> AsmRegisterZmm {
+    [z.k1(), z.k2(), z.k3(), z.k4(), z.k5(), z.k6(), z.k7()]
+        .into_iter()
+        .zip([k1, k2, k3, k4, k5, k6, k7])
+        .find(|(_, m)| *m == k)
+        .map_or(z, |(zk, _)| zk)
+}
+
+/// `E` in place on several zmm at once, step by step across them so their
+/// latency chains overlap: `regs[i] = [x, t1, t2, t3]` (zmm indices, `t`
+/// scratch), `masks[i]` scratch; zmm31 = MAGIC.
+fn exp_multi_512(
+    e: &mut Emitter,
+    regs: &[[usize; 4]],
+    masks: &[weft_x64::iced_x86::code_asm::AsmRegisterK],
+) -> R {
     let magic = ZMM[31];
     let bc = |i: usize| dword_bcst(rsp + cslot(i));
     let a = e.asm();
-    a.vcmpps(k4, x, bc(c::LO), 1)?; // x < LO (ordered)
-    a.vmovaps(t1, x)?;
-    a.vfmadd132ps(t1, magic, bc(c::LOG2E))?; // t = x·LOG2E + MAGIC
-    a.vsubps(t2, t1, magic)?; // n
-    a.vmovaps(t3, x)?;
-    a.vfmadd231ps(t3, t2, bc(c::NEG_LN2_HI))?; // r = n·(-ln2_hi) + x
-    a.vfmadd231ps(t3, t2, bc(c::NEG_LN2_LO))?; // r = n·(-ln2_lo) + r
-    a.vbroadcastss(x, dword_ptr(rsp + cslot(c::C0 + 7)))?;
-    for k in (0..7).rev() {
-        a.vfmadd213ps(x, t3, bc(c::C0 + k))?; // p = p·r + C_k
+    let z = |i: usize, j: usize| ZMM[regs[i][j]];
+    let n = regs.len();
+    for i in 0..n {
+        a.vcmpps(masks[i], z(i, 0), bc(c::LO), 1)?; // x < LO (ordered)
     }
-    a.vscalefps(x, x, t2)?; // p · 2^n, one rounding
-    a.vpxord(x.k4(), x, x)?; // +0 where x < LO
+    for i in 0..n {
+        a.vmovaps(z(i, 1), z(i, 0))?;
+        a.vfmadd132ps(z(i, 1), magic, bc(c::LOG2E))?; // t = x·LOG2E + MAGIC
+    }
+    for i in 0..n {
+        a.vsubps(z(i, 2), z(i, 1), magic)?; // n
+        a.vmovaps(z(i, 3), z(i, 0))?;
+    }
+    for i in 0..n {
+        a.vfmadd231ps(z(i, 3), z(i, 2), bc(c::NEG_LN2_HI))?; // r = n·(-ln2_hi) + x
+    }
+    for i in 0..n {
+        a.vfmadd231ps(z(i, 3), z(i, 2), bc(c::NEG_LN2_LO))?; // r = n·(-ln2_lo) + r
+        a.vbroadcastss(z(i, 0), dword_ptr(rsp + cslot(c::C0 + 7)))?;
+    }
+    for k in (0..7).rev() {
+        for i in 0..n {
+            a.vfmadd213ps(z(i, 0), z(i, 3), bc(c::C0 + k))?; // p = p·r + C_k
+        }
+    }
+    for i in 0..n {
+        a.vscalefps(z(i, 0), z(i, 0), z(i, 2))?; // p · 2^n, one rounding
+    }
+    for i in 0..n {
+        a.vpxord(masked(z(i, 0), masks[i]), z(i, 0), z(i, 0))?; // +0 where x < LO
+    }
+    Ok(())
+}
+
+/// The softmax of a full block for every pair of a group step at once,
+/// each step emitted for all pairs in turn so their latency chains overlap
+/// (the operations per pair are [`softmax_512`]'s without the absent-key
+/// mask). Scores in zmm20+ become `p`; `α` lands in zmm16+; the pairs'
+/// `m` and `l` slots are updated. The `α` arguments, equal across lanes,
+/// are packed one pair per lane so one exp serves them all. Uses zmm0–15
+/// and zmm24–31 as scratch.
+fn softmax_group_512(e: &mut Emitter, pairs: usize) -> R {
+    let s = |p: usize| ZMM[20 + p];
+    let t = |p: usize, i: usize| ZMM[4 * p + i];
+    let st = |p: usize| FR_STATE + 128 * p as i32;
+    let masks = [k1, k2, k3, k4, k5];
+    let packed = 24;
+    let a = e.asm();
+    a.vbroadcastss(ZMM[31], dword_ptr(rsp + cslot(c::MAGIC)))?;
+    for p in 0..pairs {
+        a.vmulps(s(p), s(p), dword_bcst(rsp + cslot(c::SCALE)))?;
+    }
+    // Block maximum in every lane (butterfly).
+    for p in 0..pairs {
+        a.vshuff64x2(t(p, 0), s(p), s(p), 0x4e)?;
+        a.vmaxps(t(p, 0), s(p), t(p, 0))?;
+    }
+    for p in 0..pairs {
+        a.vshuff32x4(t(p, 1), t(p, 0), t(p, 0), 0xb1)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    for p in 0..pairs {
+        a.vpermilps(t(p, 1), t(p, 0), 0x4e)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    for p in 0..pairs {
+        a.vpermilps(t(p, 1), t(p, 0), 0xb1)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    // m' = max(m, bm); u = m' or +0 when -inf.
+    for p in 0..pairs {
+        a.vbroadcastss(t(p, 1), dword_ptr(rsp + st(p) + 64))?;
+        a.vmaxps(t(p, 2), t(p, 1), t(p, 0))?;
+    }
+    for p in 0..pairs {
+        a.evex().vmovss(dword_ptr(rsp + st(p) + 64), XMM[4 * p + 2])?;
+        a.vcmpps(masks[p], t(p, 2), dword_bcst(rsp + cslot(c::NEG_INF)), 0)?;
+    }
+    for p in 0..pairs {
+        a.vpxord(masked(t(p, 2), masks[p]), t(p, 2), t(p, 2))?;
+    }
+    // α arguments m - u (packed, lane p), p arguments s - u.
+    for p in 0..pairs {
+        a.vsubps(t(p, 1), t(p, 1), t(p, 2))?;
+        a.vsubps(s(p), s(p), t(p, 2))?;
+    }
+    a.vmovaps(ZMM[packed], t(0, 1))?;
+    for p in 1..pairs {
+        a.mov(eax, 1 << p)?;
+        a.kmovw(k6, eax)?;
+        a.vmovaps(ZMM[packed].k6(), t(p, 1))?;
+    }
+    let mut regs: Vec<[usize; 4]> = (0..pairs)
+        .map(|p| [20 + p, 4 * p, 4 * p + 1, 4 * p + 3])
+        .collect();
+    regs.push([packed, 25, 26, 27]);
+    exp_multi_512(e, &regs, &masks[..=pairs])?;
+    let a = e.asm();
+    // α_p = lane p of the packed exp; l = l·α + p.
+    for p in 0..pairs {
+        a.vmovaps(t(p, 0), zmmword_ptr(rsp + FR_IDX + 64 * p as i32))?;
+        a.vpermps(ZMM[16 + p], t(p, 0), ZMM[packed])?;
+    }
+    for p in 0..pairs {
+        a.vmovaps(t(p, 1), zmmword_ptr(rsp + st(p)))?;
+        a.vfmadd213ps(t(p, 1), ZMM[16 + p], s(p))?;
+        a.vmovaps(zmmword_ptr(rsp + st(p)), t(p, 1))?;
+    }
     Ok(())
 }
 
@@ -1071,15 +1188,9 @@ fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
         // Level 4: (first half, second half).
         a.vshufps(t0, ZMM[26], ZMM[27], 0x88)?;
         a.vshufps(t1, ZMM[26], ZMM[27], 0xdd)?;
-        a.vaddps(ZMM[8], t0, t1)?;
-        a.mov(edx, 16)?;
-        a.lea(r8, qword_ptr(rsp + FR_STATE + 128 * p as i32))?;
-        softmax_512(e)?;
-        let a = e.asm();
-        a.vmovaps(ZMM[20 + p], ZMM[8])?;
-        a.vmovaps(ZMM[16 + p], ZMM[29])?;
+        a.vaddps(ZMM[20 + p], t0, t1)?;
     }
-    Ok(())
+    softmax_group_512(e, pairs)
 }
 
 /// The output update of a full block for `pairs` pairs: every `o` scaled
@@ -1109,11 +1220,18 @@ fn group_pv_512(e: &mut Emitter, b: &Body, pairs: usize, from: PvFrom) -> R {
     }
     let idx = ZMM[28];
     for k in 0..16 {
-        a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        if from == PvFrom::Regs {
+            a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        }
         for p in 0..pairs {
             match from {
                 PvFrom::Regs => a.vpermps(ZMM[24 + p], idx, ZMM[20 + p])?,
-                PvFrom::Pipe => a.vpermps(ZMM[24 + p], idx, zmmword_ptr(rsp + slot(p)))?,
+                // A load-port broadcast, no shuffle: the slot was stored a
+                // whole block earlier, so the narrow load reads committed
+                // data (it would not forward from a store in flight).
+                PvFrom::Pipe => {
+                    a.vbroadcastss(ZMM[24 + p], dword_ptr(rsp + slot(p) + 4 * k as i32))?
+                }
             }
         }
         match from {
