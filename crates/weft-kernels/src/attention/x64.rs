@@ -1060,37 +1060,16 @@ fn group_pairs_512(b: &Body) -> Option<usize> {
 /// Most pairs of the group step (a GQA group of SmolLM2 is 3).
 const GROUP_MAX_PAIRS: usize = 4;
 
-/// The block's row pointers when all 16 rows are present: binary32 rows
-/// in place (no masking, no software prefetch: the rows are read in
-/// address order and the hardware prefetchers follow them), binary16 rows
-/// widened as in [`row_tables`].
-fn full_row_tables(e: &mut Emitter, b: &Body) -> R {
-    if b.kv == KvType::F16 {
-        return row_tables(e, b);
+/// Key `key` of the block, byte `at` of its row, as [`group_scores_512`]
+/// addresses it in place.
+fn k_row(key: usize, at: i32) -> weft_x64::iced_x86::code_asm::AsmMemoryOperand {
+    let base = [r9, r10, r12, r13][key % 4];
+    match key / 4 {
+        0 => qword_ptr(base + at),
+        1 => qword_ptr(base + r11 * 4 + at),
+        2 => qword_ptr(base + r11 * 8 + at),
+        _ => qword_ptr(base + rcx * 4 + at),
     }
-    let a = e.asm();
-    for (stride, head, kreg, sreg, table) in [
-        (offsets::K_POS, local::KH, r9, r11, FR_KPTR),
-        (offsets::V_POS, local::VH, r10, rcx, FR_VPTR),
-    ] {
-        a.mov(sreg, qword_ptr(rdi + stride))?;
-        a.shl(sreg, 2)?;
-        a.mov(kreg, sreg)?;
-        a.imul_2(kreg, r14)?;
-        a.add(kreg, loc(head))?;
-        a.mov(rax, sreg)?;
-        a.shl(rax, PF_ROWS_LOG2)?;
-        for k in 0..16 {
-            a.mov(qword_ptr(rsp + table + 8 * k), kreg)?;
-            for line in (0..4 * b.d as i32).step_by(64) {
-                a.prefetcht0(byte_ptr(kreg + rax + line))?;
-            }
-            if k < 15 {
-                a.add(kreg, sreg)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Where the group step's output update finds `p`, `α` and the V rows.
@@ -1150,7 +1129,25 @@ fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
 /// softmax: `p` in zmm20+, `α` in zmm16+.
 fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
     let nq = b.d / 16;
-    full_row_tables(e, b)?;
+    let direct = b.kv == KvType::F32;
+    if direct {
+        // K rows addressed in place: key 4a + c at base_c + 4a·stride, the
+        // four bases rows 0..4 of the block (r9, r10, r12, r13), r11 the
+        // stride, rcx three strides.
+        let a = e.asm();
+        a.mov(r11, qword_ptr(rdi + offsets::K_POS))?;
+        a.shl(r11, 2)?;
+        a.mov(r9, r11)?;
+        a.imul_2(r9, r14)?;
+        a.add(r9, loc(local::KH))?;
+        a.lea(r10, r9 + r11)?;
+        a.lea(r12, r9 + r11 * 2)?;
+        a.lea(rcx, r11 + r11 * 2)?;
+        a.lea(r13, r9 + rcx)?;
+    } else {
+        // Binary16: widened into the scratch (all 16 rows present).
+        row_tables(e, b)?;
+    }
     let (t0, t1) = (ZMM[24], ZMM[25]);
     let acc = |j: usize| ZMM[8 + j];
     for p in 0..pairs {
@@ -1162,10 +1159,17 @@ fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
         for half in 0..2 {
             for j in 0..8 {
                 let key = key_of_slot_512(8 * half + j);
-                a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
+                if !direct {
+                    a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
+                }
                 a.vpxord(acc(j), acc(j), acc(j))?;
                 for m in 0..nq {
-                    a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(r9 + 64 * m as i32))?;
+                    let at = 64 * m as i32;
+                    if direct {
+                        a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(k_row(key, at)))?;
+                    } else {
+                        a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(r9 + at))?;
+                    }
                 }
             }
             // Levels 1–3 of the fold tree over this half's eight slots.
