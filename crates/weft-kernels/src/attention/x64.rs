@@ -18,6 +18,30 @@
 //! Absent keys point at the block's first row: their scores are replaced
 //! by `-inf` and their values are never read.
 //!
+//! # The group step (AVX-512, decode)
+//!
+//! A tile whose pairs all see the same keys (a decode tile: one GQA
+//! group's heads, or one head) and whose outputs fit zmm0–11 (at most
+//! [`GROUP_MAX_PAIRS`] pairs, `pairs · d/16 ≤ 12`) takes its full blocks
+//! through [`group_block_512`] instead of the pair loop: binary32 K rows
+//! addressed in place (no pointer tables, no masks, no software
+//! prefetch), every pair's scores, then the pairs' softmaxes interleaved
+//! step by step (their latency chains overlap; one exp serves all their
+//! `α`, packed one pair per lane), then one pass over the value rows in
+//! which each V chunk is loaded once for all pairs (`pairs · d/16`
+//! independent FMA chains). For binary32 the step is software-pipelined:
+//! block `b+1`'s scores and softmax come before block `b`'s output update
+//! (its `p` and `α` wait in [`FR_PIPE`]), so the update's FMA chains run
+//! while the next block's fold, maximum and exp resolve; a pending update
+//! is flushed before any other kind of block and before the division.
+//! The tail block (fewer than 16 keys) and every other tile take the
+//! general path below. Why decode was slow before (measured, one core):
+//! the per-block pointer tables with masks and prefetches were about half
+//! the instructions of a one-head block, the `o` accumulators went through
+//! possibly misaligned output rows each block (now aligned stack slots),
+//! each pair's softmax ran alone (a chain of about 120 cycles: fold, max
+//! butterfly, exp), and a GQA group's heads each loaded V again.
+//!
 //! # One pair, one block
 //!
 //! - [`Tier::Avx512`]: the q row in `d/16` zmm; 16 zmm accumulators, one
