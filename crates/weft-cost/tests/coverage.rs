@@ -48,7 +48,12 @@ fn every_x64_instruction_of_the_families_has_a_class_and_a_row_in_every_x64_tabl
     for (name, code) in bodies(Isa::X86_64) {
         for i in classify(&code).unwrap() {
             let bytes = &code.bytes[i.offset..(i.offset + 12).min(code.bytes.len())];
-            assert_ne!(i.class, Class::Unknown, "{name} at {:#x}: {bytes:02x?}", i.offset);
+            assert_ne!(
+                i.class,
+                Class::Unknown,
+                "{name} at {:#x}: {bytes:02x?}",
+                i.offset
+            );
             for id in [TableId::Zen4, TableId::GoldenCove] {
                 assert!(
                     id.table().has_row(i.class, i.width),

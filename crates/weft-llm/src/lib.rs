@@ -1,6 +1,7 @@
 //! A Llama-architecture decoder expressed as a Weft plan.
 
 mod config;
+pub mod engine;
 pub mod load;
 mod model;
 pub mod reference;
@@ -8,6 +9,7 @@ pub mod synthetic;
 pub mod weights;
 
 pub use config::Config;
+pub use engine::{Engine, EngineError};
 pub use model::{Model, Source};
 pub use weights::{Layer, Q8Matrix, Weights};
 

@@ -726,14 +726,7 @@ impl Planner {
             return Ok((0, Rule::Only, "the only candidate".to_owned()));
         }
         if cands[0].price.is_err() {
-            return Ok((
-                0,
-                Rule::Unpriced,
-                format!(
-                    "{} cannot be priced, so nothing is shown cheaper",
-                    cands[0].name
-                ),
-            ));
+            return self.knockout(entry, cands, geometry, reports);
         }
         let priced: Vec<(usize, f64)> = cands
             .iter()
@@ -781,14 +774,76 @@ impl Planner {
         }
         // Too close to call: race the two.
         let (first, second) = (best.min(ri), best.max(ri));
-        let keep = |why: String| Ok((first, Rule::RaceTie, why));
         if !self.options.racing {
-            return keep(format!(
-                "within {:.0}% of {} and racing is off; the earlier is kept",
-                100.0 * self.options.separation,
-                cands[second].name
+            return Ok((
+                first,
+                Rule::RaceTie,
+                format!(
+                    "within {:.0}% of {} and racing is off; the earlier is kept",
+                    100.0 * self.options.separation,
+                    cands[second].name
+                ),
             ));
         }
+        Ok(self.race_pair(entry, cands, first, second, geometry, reports))
+    }
+
+    /// When the reference cannot be priced, prices cannot show anything
+    /// cheaper than it: the candidates race instead, the reference against
+    /// each other in registration order, the winner going on (a knockout
+    /// of short races, each cached). Without racing (or a bench) the
+    /// reference is kept.
+    fn knockout(
+        &mut self,
+        entry: &FamilyEntry,
+        cands: &[Cand],
+        geometry: &Geometry,
+        reports: &mut [CandidateReport],
+    ) -> Result<(usize, Rule, String), PlanError> {
+        let unpriced = (
+            0,
+            Rule::Unpriced,
+            format!(
+                "{} cannot be priced and no race could run, so it is kept",
+                cands[0].name
+            ),
+        );
+        if !self.options.racing || entry.bench.is_none() {
+            return Ok(unpriced);
+        }
+        let mut champion = 0usize;
+        let mut last = None;
+        for challenger in 1..cands.len() {
+            let (i, rule, why) =
+                self.race_pair(entry, cands, champion, challenger, geometry, reports);
+            if rule == Rule::Race {
+                champion = i;
+                last = Some(why);
+            }
+        }
+        Ok(match last {
+            Some(why) => (
+                champion,
+                Rule::Race,
+                format!("{} cannot be priced, so they raced: {why}", cands[0].name),
+            ),
+            None => unpriced,
+        })
+    }
+
+    /// Race `cands[first]` against `cands[second]` (`first` the earlier),
+    /// from the cache when it holds the result; the earlier is kept when
+    /// the race cannot run or cannot tell them apart.
+    fn race_pair(
+        &mut self,
+        entry: &FamilyEntry,
+        cands: &[Cand],
+        first: usize,
+        second: usize,
+        geometry: &Geometry,
+        reports: &mut [CandidateReport],
+    ) -> (usize, Rule, String) {
+        let keep = |why: String| (first, Rule::RaceTie, why);
         let key = RaceKey::new(
             cands[first].hash,
             cands[second].hash,
@@ -800,7 +855,7 @@ impl Planner {
                 (s.clone(), true)
             }
             None if self.options.saved_only => {
-                return keep("prices too close and no saved race; the earlier is kept".into())
+                return keep("too close to call and no saved race; the earlier is kept".into())
             }
             None => match self.run_race(entry, &cands[first], &cands[second]) {
                 Ok(s) => {
@@ -808,7 +863,9 @@ impl Planner {
                     self.cache.put_race(key.clone(), s.clone());
                     (s, false)
                 }
-                Err(r) => return keep(format!("prices too close and the race could not run: {r}")),
+                Err(r) => {
+                    return keep(format!("too close to call and the race could not run: {r}"))
+                }
             },
         };
         let ns_of = |c: &Cand| {
@@ -828,16 +885,22 @@ impl Planner {
             });
         }
         match saved.winner {
-            Some(w) if w == cands[second].hash && w != cands[first].hash => Ok((
+            Some(w) if w == cands[second].hash && w != cands[first].hash => (
                 second,
                 Rule::Race,
-                format!("won a race against {}", cands[first].name),
-            )),
-            Some(_) => Ok((
+                format!(
+                    "{} won a race against {}",
+                    cands[second].name, cands[first].name
+                ),
+            ),
+            Some(_) => (
                 first,
                 Rule::Race,
-                format!("won a race against {}", cands[second].name),
-            )),
+                format!(
+                    "{} won a race against {}",
+                    cands[first].name, cands[second].name
+                ),
+            ),
             None => keep(format!(
                 "a race against {} could not tell them apart; the earlier is kept",
                 cands[second].name

@@ -435,6 +435,54 @@ fn real_twins_race_the_arm_when_the_model_cannot_separate_them() {
     assert_eq!(second.image(), first.image());
 }
 
+/// A cost model that can price nothing (as for code whose loops it cannot
+/// match to the offer's nest).
+struct NoPricer;
+
+impl Pricer for NoPricer {
+    fn price(&self, _: &NativeCode, _: &[LoopTrip], _: &Offer) -> Result<Price, String> {
+        Err("nest-mismatch: stand-in".to_owned())
+    }
+}
+
+#[test]
+fn candidates_race_when_the_arm_cannot_be_priced() {
+    let twins = f32x4_twins();
+    let host = Host::detect();
+    let runnable = twins
+        .iter()
+        .any(|t| t.isa() == host.isa && weft_kernel::require_features(&host, t.requires()).is_ok());
+    let mut p = Planner::new(
+        catalogue(twins),
+        Host::detect(),
+        Arc::new(NoPricer),
+        Options {
+            racing: true,
+            race_budget: weft_plan::RaceBudget {
+                max_time: std::time::Duration::from_millis(5),
+                min_rounds: 3,
+                ..Default::default()
+            },
+            ..options(EmitMode::On)
+        },
+    );
+    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(256, 512, 1))];
+    let plan = p.compile(&site).expect("compile");
+    let s = &plan.report().sites[0];
+    if !runnable {
+        assert_eq!(s.rule, Rule::Only, "{s:?}");
+        return;
+    }
+    // The arm met every runnable twin in turn (or lost and its winner did).
+    assert!(plan.report().cache.races >= 1, "{}", plan.report());
+    assert!(
+        matches!(s.rule, Rule::Race | Rule::Unpriced),
+        "{}",
+        plan.report()
+    );
+    assert!(s.candidates.iter().any(|c| c.race.is_some()));
+}
+
 #[test]
 fn threaded_execution_is_bit_identical_to_one_thread() {
     let mut p = Planner::new(

