@@ -677,7 +677,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             m.shape.name,
             fmt_opt(m.bw_fraction()),
             fmt_opt(m.bound_fraction()),
-            if m.shape.target { "" } else { "  (not a target)" }
+            if m.shape.target {
+                ""
+            } else {
+                "  (not a target)"
+            }
         );
     }
     println!(

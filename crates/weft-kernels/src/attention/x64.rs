@@ -77,9 +77,10 @@
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, k6, k7, qword_ptr, r10, r10d, r11, r12,
-    r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, xmmword_ptr, ymmword_ptr,
-    zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel,
+    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, k6, k7, qword_ptr, r10,
+    r10d, r11, r12, r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp,
+    xmmword_ptr, ymmword_ptr, zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
+    CodeLabel,
 };
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
@@ -941,10 +942,7 @@ fn exp_512(e: &mut Emitter, x: usize, t1: usize, t2: usize, t3: usize) -> R {
 }
 
 /// `z{k}` (merge masking) for opmask `k` in k1–k7.
-fn masked(
-    z: AsmRegisterZmm,
-    k: weft_x64::iced_x86::code_asm::AsmRegisterK,
-) -> AsmRegisterZmm {
+fn masked(z: AsmRegisterZmm, k: weft_x64::iced_x86::code_asm::AsmRegisterK) -> AsmRegisterZmm {
     [z.k1(), z.k2(), z.k3(), z.k4(), z.k5(), z.k6(), z.k7()]
         .into_iter()
         .zip([k1, k2, k3, k4, k5, k6, k7])
@@ -1038,7 +1036,8 @@ fn softmax_group_512(e: &mut Emitter, pairs: usize) -> R {
         a.vmaxps(t(p, 2), t(p, 1), t(p, 0))?;
     }
     for p in 0..pairs {
-        a.evex().vmovss(dword_ptr(rsp + st(p) + 64), XMM[4 * p + 2])?;
+        a.evex()
+            .vmovss(dword_ptr(rsp + st(p) + 64), XMM[4 * p + 2])?;
         a.vcmpps(masks[p], t(p, 2), dword_bcst(rsp + cslot(c::NEG_INF)), 0)?;
     }
     for p in 0..pairs {
