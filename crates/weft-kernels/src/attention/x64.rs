@@ -963,8 +963,8 @@ fn exp_multi_512(
     let a = e.asm();
     let z = |i: usize, j: usize| ZMM[regs[i][j]];
     let n = regs.len();
-    for i in 0..n {
-        a.vcmpps(masks[i], z(i, 0), bc(c::LO), 1)?; // x < LO (ordered)
+    for (i, mk) in masks.iter().enumerate().take(n) {
+        a.vcmpps(*mk, z(i, 0), bc(c::LO), 1)?; // x < LO (ordered)
     }
     for i in 0..n {
         a.vmovaps(z(i, 1), z(i, 0))?;
@@ -989,8 +989,8 @@ fn exp_multi_512(
     for i in 0..n {
         a.vscalefps(z(i, 0), z(i, 0), z(i, 2))?; // p · 2^n, one rounding
     }
-    for i in 0..n {
-        a.vpxord(masked(z(i, 0), masks[i]), z(i, 0), z(i, 0))?; // +0 where x < LO
+    for (i, mk) in masks.iter().enumerate().take(n) {
+        a.vpxord(masked(z(i, 0), *mk), z(i, 0), z(i, 0))?; // +0 where x < LO
     }
     Ok(())
 }
@@ -1040,8 +1040,8 @@ fn softmax_group_512(e: &mut Emitter, pairs: usize) -> R {
             .vmovss(dword_ptr(rsp + st(p) + 64), XMM[4 * p + 2])?;
         a.vcmpps(masks[p], t(p, 2), dword_bcst(rsp + cslot(c::NEG_INF)), 0)?;
     }
-    for p in 0..pairs {
-        a.vpxord(masked(t(p, 2), masks[p]), t(p, 2), t(p, 2))?;
+    for (p, mk) in masks.iter().enumerate().take(pairs) {
+        a.vpxord(masked(t(p, 2), *mk), t(p, 2), t(p, 2))?;
     }
     // α arguments m - u (packed, lane p), p arguments s - u.
     for p in 0..pairs {
@@ -1176,8 +1176,9 @@ fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
     for p in 0..pairs {
         let a = e.asm();
         a.mov(rax, qword_ptr(rsp + FR_PAIRS + 32 * p as i32))?;
-        for m in 0..nq {
-            a.vmovups(ZMM[m], zmmword_ptr(rax + 64 * m as i32))?;
+        let q = &ZMM[..nq];
+        for (m, z) in q.iter().enumerate() {
+            a.vmovups(*z, zmmword_ptr(rax + 64 * m as i32))?;
         }
         for half in 0..2 {
             for j in 0..8 {
@@ -1186,12 +1187,12 @@ fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
                     a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
                 }
                 a.vpxord(acc(j), acc(j), acc(j))?;
-                for m in 0..nq {
+                for (m, z) in q.iter().enumerate() {
                     let at = 64 * m as i32;
                     if direct {
-                        a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(k_row(key, at)))?;
+                        a.vfmadd231ps(acc(j), *z, zmmword_ptr(k_row(key, at)))?;
                     } else {
-                        a.vfmadd231ps(acc(j), ZMM[m], zmmword_ptr(r9 + at))?;
+                        a.vfmadd231ps(acc(j), *z, zmmword_ptr(r9 + at))?;
                     }
                 }
             }
@@ -1256,9 +1257,7 @@ fn group_pv_512(e: &mut Emitter, b: &Body, pairs: usize, from: PvFrom) -> R {
                 // A load-port broadcast, no shuffle: the slot was stored a
                 // whole block earlier, so the narrow load reads committed
                 // data (it would not forward from a store in flight).
-                PvFrom::Pipe => {
-                    a.vbroadcastss(ZMM[24 + p], dword_ptr(rsp + slot(p) + 4 * k as i32))?
-                }
+                PvFrom::Pipe => a.vbroadcastss(ZMM[24 + p], dword_ptr(rsp + slot(p) + 4 * k))?,
             }
         }
         match from {
