@@ -22,8 +22,8 @@
 //!
 //! A tile whose pairs all see the same keys (a decode tile: one GQA
 //! group's heads, or one head) and whose outputs fit zmm0–11 (at most
-//! [`GROUP_MAX_PAIRS`] pairs, `pairs · d/16 ≤ 12`) takes its full blocks
-//! through [`group_block_512`] instead of the pair loop: binary32 K rows
+//! `GROUP_MAX_PAIRS` (4) pairs, `pairs · d/16 ≤ 12`) takes its full blocks
+//! through `group_block_512` instead of the pair loop: binary32 K rows
 //! addressed in place (no pointer tables, no masks, no software
 //! prefetch), every pair's scores, then the pairs' softmaxes interleaved
 //! step by step (their latency chains overlap; one exp serves all their
@@ -31,7 +31,7 @@
 //! which each V chunk is loaded once for all pairs (`pairs · d/16`
 //! independent FMA chains). For binary32 the step is software-pipelined:
 //! block `b+1`'s scores and softmax come before block `b`'s output update
-//! (its `p` and `α` wait in [`FR_PIPE`]), so the update's FMA chains run
+//! (its `p` and `α` wait in `FR_PIPE`), so the update's FMA chains run
 //! while the next block's fold, maximum and exp resolve; a pending update
 //! is flushed before any other kind of block and before the division.
 //! The tail block (fewer than 16 keys) and every other tile take the
@@ -1100,7 +1100,7 @@ fn k_row(key: usize, at: i32) -> weft_x64::iced_x86::code_asm::AsmMemoryOperand 
 enum PvFrom {
     /// `p` in zmm20+, `α` in zmm16+, V rows from the pointer table.
     Regs,
-    /// The pending block: `p` and `α` in the [`FR_PIPE`] slots, V rows
+    /// The pending block: `p` and `α` in the `FR_PIPE` slots, V rows
     /// from `PEND_V` by the position stride (binary32 only).
     Pipe,
 }
@@ -1110,7 +1110,7 @@ enum PvFrom {
 /// ([`group_scores_512`]) then the output update ([`group_pv_512`]).
 /// Binary32 is software-pipelined: this block's scores and softmax, then
 /// the *previous* full block's output update (its `p` and `α` saved in
-/// [`FR_PIPE`]), then this block's `p` and `α` saved in its place; the
+/// `FR_PIPE`), then this block's `p` and `α` saved in its place; the
 /// update's FMA chains run while this block's fold, maximum and exp
 /// latencies resolve. The pending update is flushed before any other block
 /// and before the final division (see [`tiles`]). Per output element the
