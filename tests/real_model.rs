@@ -221,3 +221,51 @@ const REAL: &[(&str, &[u32], &[u32])] = &[
         &[39673, 26846, 284, 5549, 140],
     ),
 ];
+
+/// The real model through the plan completes a sentence it knows: after
+/// "The capital of France is" greedy decoding gives " Paris.\n\nThe answer
+/// is:" — what an independent f64 NumPy forward pass over the same file's
+/// dequantised weights gives (ids 7042 30 198 198 504 2988 314 42) — and
+/// the digest of every step's logits is the same with native emission off.
+#[test]
+fn real_model_through_the_plan_knows_the_capital_of_france() {
+    let Some(path) = weft_fetch::cached_model() else {
+        eprintln!("skipped: SmolLM2 model not in the cache");
+        return;
+    };
+    let model = weft_llm::Model::open(&path, 96).expect("the model loads");
+    let prompt = model.prompt_tokens("The capital of France is", true);
+    assert_eq!(prompt, [504, 3575, 282, 4649, 314]);
+    let run = |mode| {
+        let options = weft_plan::Options {
+            mode,
+            cache: weft_plan::CacheLocation::InMemory,
+            ..weft_plan::Options::default()
+        };
+        let mut e = weft_llm::Engine::new(model.weights.clone(), options, 2, &mut |_, _| {})
+            .expect("the plan compiles");
+        for &t in &prompt {
+            e.step(t).expect("prompt step");
+        }
+        let mut ids = Vec::new();
+        for _ in 0..8 {
+            let next = e.argmax();
+            ids.push(next);
+            e.step(next).expect("decode step");
+        }
+        (ids, e.digest())
+    };
+    let (ids, on) = run(weft_plan::EmitMode::On);
+    let text = model
+        .tokenizer
+        .decode(&ids, Render::SkipSpecial)
+        .expect("decode");
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(
+        ids,
+        [7042, 30, 198, 198, 504, 2988, 314, 42],
+        "answer: {text:?}"
+    );
+    let (_, off) = run(weft_plan::EmitMode::Off);
+    assert_eq!(on, off);
+}

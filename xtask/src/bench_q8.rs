@@ -16,28 +16,37 @@
 //! iteration into four independent accumulators, no arithmetic the loads
 //! wait for; the hardware prefetchers see one linear stream per thread.
 //!
-//! Two-thread runs (kernels and peer alike) split the work into two parts
-//! (rows along the offer's member views; the peer's bytes in halves) and
-//! hand part 1 to a persistent worker while the calling thread runs part
-//! 0, so no call pays for creating a thread: see [`parallel`], the one
-//! place that knows about the pool (the planner's executor will replace
-//! it).
+//! Two-thread runs (kernels and peer alike) go through the planner's
+//! persistent executor, `weft_plan::Executor` (see [`executor`]): kernels
+//! by `Executor::run`, split along the offer's member views exactly as a
+//! compiled plan runs them; the peer's bytes in two 64-byte aligned halves
+//! by `Executor::for_each_part`. No call pays for creating a thread.
+//!
+//! First, the token section ([`measure_token`]): the matvecs of one
+//! SmolLM2-135M decode step at batch 1 (30 layers of q, k, v, o, gate,
+//! up, down and the output projection, each with its own weights, 143 MB:
+//! more than L3, so every token streams them from DRAM), per token, for
+//! every candidate and the peer, interleaved rounds, medians; it ends with
+//! `bench q8-matvec token: best_twin_ms_1t=… best_twin_ms_2t=…
+//! stream_ms_1t=… stream_ms_2t=…`. `cargo xtask bench q8-matvec token`
+//! runs only that section.
 //!
 //! The last line is the summary (see [`summarize`]):
 //! `bench q8-matvec: best_twin_vs_arm_l2=X dram_fraction_1t=Y dram_fraction_2t=Z`.
 //! `cargo xtask bench` always runs from a release build (see `main.rs`).
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
-use weft_kernel::{Host, KernelArgs, MemberViews, Twin};
+use weft_kernel::{Host, MemberViews, Twin};
 use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
 use weft_kernels::q8_0::x64::TWINS;
 use weft_kernels::q8_0::{
     quantize_activations, Q8Activations, Q8MatvecArgs, Q8Weights, BLOCK_BYTES, BLOCK_LEN,
 };
+use weft_plan::Executor;
 
 /// The shapes, `(rows, cols)`.
 const SHAPES: [(usize, usize); 5] = [
@@ -96,8 +105,6 @@ struct Operands<'a> {
     w: &'a Q8Weights,
     x: &'a Q8Activations,
     views: &'a MemberViews,
-    /// W's bytes again, shareable with the pool's worker (the peer's input).
-    bytes: &'a Arc<Vec<u8>>,
 }
 
 /// One candidate's result.
@@ -225,116 +232,14 @@ fn random_activations(cols: usize, batch: usize, seed: u64) -> Result<Q8Activati
     quantize_activations(&x, cols, batch).map_err(|e| e.to_string())
 }
 
-// ------------------------------------------------------------- the pool ---
+// --------------------------------------------------------- the executor ---
 
-/// Work for the pool: called once with each part index `0..parts`.
-type Job = Arc<dyn Fn(usize) + Send + Sync>;
-
-/// A persistent pool: the calling thread runs part 0, `workers` threads
-/// the others. Workers spin briefly on the job counter (back-to-back calls
-/// find them awake), then sleep on a condition variable.
-struct Pool {
-    shared: Arc<Shared>,
-    workers: usize,
-}
-
-struct Shared {
-    /// Bumped once per job; workers run each new one.
-    generation: AtomicU64,
-    /// The current job and how many parts it has.
-    job: Mutex<Option<(Job, usize)>>,
-    wake: Condvar,
-    /// Parts of the current job still running on workers.
-    pending: AtomicUsize,
-    /// Set when a worker's part panicked.
-    failed: AtomicBool,
-}
-
-/// How long an idle worker spins before it sleeps.
-const SPIN: Duration = Duration::from_micros(50);
-
-impl Pool {
-    fn new(workers: usize) -> Pool {
-        let shared = Arc::new(Shared {
-            generation: AtomicU64::new(0),
-            job: Mutex::new(None),
-            wake: Condvar::new(),
-            pending: AtomicUsize::new(0),
-            failed: AtomicBool::new(false),
-        });
-        for w in 0..workers {
-            let shared = Arc::clone(&shared);
-            std::thread::spawn(move || worker(&shared, w + 1));
-        }
-        Pool { shared, workers }
-    }
-
-    /// Run `job` on parts `0..parts` (at most `workers + 1`), part 0 here;
-    /// returns when every part has finished.
-    fn run(&self, parts: usize, job: Job) -> Result<(), String> {
-        let parts = parts.clamp(1, self.workers + 1);
-        if parts > 1 {
-            let mut slot = self.shared.job.lock().map_err(|_| "pool lock poisoned")?;
-            *slot = Some((Arc::clone(&job), parts));
-            self.shared.pending.store(self.workers, Ordering::Release);
-            self.shared.generation.fetch_add(1, Ordering::AcqRel);
-            self.shared.wake.notify_all();
-        }
-        job(0);
-        if parts > 1 {
-            while self.shared.pending.load(Ordering::Acquire) != 0 {
-                std::hint::spin_loop();
-            }
-            if self.shared.failed.swap(false, Ordering::AcqRel) {
-                return Err("a pool worker panicked".to_string());
-            }
-        }
-        Ok(())
-    }
-}
-
-fn worker(shared: &Shared, index: usize) {
-    let mut seen = 0u64;
-    loop {
-        let spin_until = Instant::now() + SPIN;
-        while shared.generation.load(Ordering::Acquire) == seen && Instant::now() < spin_until {
-            std::hint::spin_loop();
-        }
-        let Ok(mut slot) = shared.job.lock() else {
-            return;
-        };
-        while shared.generation.load(Ordering::Acquire) == seen {
-            slot = match shared.wake.wait(slot) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
-        }
-        seen = shared.generation.load(Ordering::Acquire);
-        let job = slot.clone();
-        drop(slot);
-        if let Some((job, parts)) = job {
-            if index < parts {
-                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(index)));
-                if ok.is_err() {
-                    shared.failed.store(true, Ordering::Release);
-                }
-            }
-        }
-        shared.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Run `job` on `threads` parts at once and wait for all of them: the one
-/// function that knows how threads are provided (a pool of one worker,
-/// started on first use and kept for the process).
-fn parallel(threads: u64, job: Job) -> Result<(), String> {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    let parts = usize::try_from(threads).map_err(|e| e.to_string())?;
-    if parts <= 1 {
-        job(0);
-        return Ok(());
-    }
-    POOL.get_or_init(|| Pool::new(1)).run(parts, job)
+/// The persistent executor every 2-thread run uses: the planner's
+/// (`weft_plan::Executor`, spin-then-park workers), two threads, started
+/// on first use and kept for the process, so no call creates a thread.
+fn executor() -> &'static Executor {
+    static EXEC: OnceLock<Executor> = OnceLock::new();
+    EXEC.get_or_init(|| Executor::new(2))
 }
 
 // ------------------------------------------------------------- the peer ---
@@ -429,20 +334,16 @@ unsafe fn stream_avx2(bytes: &[u8]) -> u64 {
 }
 
 /// The streaming read split into `parts` contiguous pieces (64-byte
-/// aligned boundaries) run through [`parallel`].
-fn stream_threaded(bytes: &Arc<Vec<u8>>, parts: u64) -> Result<u64, String> {
+/// aligned boundaries) run on the [`executor`].
+fn stream_threaded(bytes: &[u8], parts: u64) -> Result<u64, String> {
     let n = usize::try_from(parts.max(1)).map_err(|e| e.to_string())?;
     let piece = bytes.len().div_ceil(n).next_multiple_of(64).max(64);
-    let sums: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
-    let (b, s) = (Arc::clone(bytes), Arc::clone(&sums));
-    parallel(
-        parts,
-        Arc::new(move |i| {
-            let lo = (i * piece).min(b.len());
-            let hi = ((i + 1) * piece).min(b.len());
-            s[i].store(stream_sum(black_box(&b[lo..hi])), Ordering::Relaxed);
-        }),
-    )?;
+    let sums: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    executor().for_each_part(n, &|i| {
+        let lo = (i * piece).min(bytes.len());
+        let hi = ((i + 1) * piece).min(bytes.len());
+        sums[i].store(stream_sum(black_box(&bytes[lo..hi])), Ordering::Relaxed);
+    });
     Ok(sums
         .iter()
         .fold(0u64, |a, v| a.wrapping_add(v.load(Ordering::Relaxed))))
@@ -454,33 +355,20 @@ fn call(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> 
         (Runner::Kernel(k), 1) => k
             .run(ops.w, ops.x, y, 0..ops.w.rows())
             .map_err(|e| e.to_string())?,
-        (Runner::Kernel(k), t) => {
+        (Runner::Kernel(k), _) => {
             let whole =
                 Q8MatvecArgs::new(ops.w, ops.x, y, 0..ops.w.rows()).map_err(|e| e.to_string())?;
-            let parts: Vec<Q8MatvecArgs> = ops
-                .views
-                .split(t)
-                .into_iter()
-                .map(|r| whole.restrict(r))
-                .collect();
-            let k = Arc::clone(k);
-            let n = parts.len() as u64;
-            parallel(
-                n,
-                Arc::new(move |i| {
-                    // SAFETY: `whole` was checked against W, X and Y, which
-                    // live until `parallel` returns (it waits for every
-                    // part); the parts cover disjoint rows, and a body
-                    // writes only its own rows' outputs (`KernelArgs`).
-                    unsafe { k.kernel().call(&parts[i]) }
-                }),
-            )?;
+            // SAFETY: `whole` was checked against W, X and Y, which outlive
+            // the call (`run` waits for every part); the executor splits it
+            // along the offer's member views into disjoint row ranges, and a
+            // body writes only its own rows' outputs (`KernelArgs`).
+            unsafe { executor().run(k.kernel(), &whole, ops.views) }
         }
         (Runner::Stream, 1) => {
-            black_box(stream_sum(black_box(ops.bytes.as_slice())));
+            black_box(stream_sum(black_box(ops.w.bytes())));
         }
         (Runner::Stream, t) => {
-            black_box(stream_threaded(ops.bytes, t)?);
+            black_box(stream_threaded(ops.w.bytes(), t)?);
         }
     }
     black_box(&mut *y);
@@ -575,12 +463,10 @@ fn measure(
             runner: Runner::Stream,
         });
     }
-    let bytes = Arc::new(w.bytes().to_vec());
     let ops = Operands {
         w,
         x: &x,
         views: &views,
-        bytes: &bytes,
     };
     let mut y = vec![0f32; rows * batch];
     let reps = cands
@@ -657,17 +543,199 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "absent".to_string(), |v| format!("{v:.2}"))
 }
 
+// ------------------------------------------------------------ the token ---
+
+/// One decoder layer of SmolLM2-135M at batch 1, `(rows, cols)`: q, k, v,
+/// o, gate, up, down.
+const TOKEN_LAYER: [(usize, usize); 7] = [
+    (576, 576),
+    (192, 576),
+    (192, 576),
+    (576, 576),
+    (1536, 576),
+    (1536, 576),
+    (576, 1536),
+];
+/// Decoder layers per token.
+const TOKEN_LAYERS: usize = 30;
+/// The output projection (vocabulary × hidden).
+const TOKEN_OUTPUT: (usize, usize) = (49152, 576);
+/// Tokens per sample of the token section.
+const TOKEN_REPS: usize = 2;
+
+/// One matrix of the token sequence: its weights and the offer's views.
+struct TokenMatrix {
+    w: Q8Weights,
+    views: MemberViews,
+}
+
+/// One token's matvecs, in decode order, each with its own weights (about
+/// 143 MB in all: more than L3, so every token streams them from DRAM, as
+/// decoding does), and an activation vector per width.
+struct TokenSequence {
+    mats: Vec<TokenMatrix>,
+    x576: Q8Activations,
+    x1536: Q8Activations,
+}
+
+impl TokenSequence {
+    fn new() -> Result<TokenSequence, String> {
+        let mut mats = Vec::new();
+        let shapes = (0..TOKEN_LAYERS)
+            .flat_map(|_| TOKEN_LAYER)
+            .chain([TOKEN_OUTPUT]);
+        for (i, (rows, cols)) in shapes.enumerate() {
+            let w = random_weights(rows, cols, 0x5851_F42D_4C95_7F2D ^ i as u64)?;
+            let offer = offer_for(rows as u64, cols as u64, 1).map_err(|e| e.to_string())?;
+            let views = offer
+                .views
+                .ok_or_else(|| format!("the {rows}×{cols} offer has no member views"))?;
+            mats.push(TokenMatrix { w, views });
+        }
+        Ok(TokenSequence {
+            mats,
+            x576: random_activations(576, 1, 7)?,
+            x1536: random_activations(1536, 1, 8)?,
+        })
+    }
+
+    /// Weight bytes per token.
+    fn bytes(&self) -> u64 {
+        self.mats.iter().map(|m| m.w.bytes().len() as u64).sum()
+    }
+
+    /// One token: every matvec in order with `c`'s runner.
+    fn run(&self, c: &Candidate, y: &mut [f32]) -> Result<(), String> {
+        for m in &self.mats {
+            let x = if m.w.blocks() * BLOCK_LEN == 576 {
+                &self.x576
+            } else {
+                &self.x1536
+            };
+            let ops = Operands {
+                w: &m.w,
+                x,
+                views: &m.views,
+            };
+            call(c, &ops, &mut y[..m.w.rows()])?;
+        }
+        Ok(())
+    }
+}
+
+/// The token section: per-token time of the matvecs of SmolLM2-135M's
+/// decode for the arm, every twin and the peer (reading the same matrices
+/// in the same order, per call split the same way), at 1 and 2 threads;
+/// interleaved rounds, medians. Returns the rows (median = s per token).
+fn measure_token(host: &Host, arm: &Arc<Q8MatvecKernel>) -> Result<(u64, Vec<Row>), String> {
+    let seq = TokenSequence::new()?;
+    // The twins' bodies do not depend on the geometry: emit them once.
+    let twins = twins(host, 576, 576, 1)?;
+    let mut cands = Vec::new();
+    for threads in THREADS {
+        cands.push(Candidate {
+            name: ARM_NAME,
+            kind: Kind::Arm,
+            threads,
+            runner: Runner::Kernel(Arc::clone(arm)),
+        });
+        for (name, k) in &twins {
+            cands.push(Candidate {
+                name,
+                kind: Kind::Twin,
+                threads,
+                runner: Runner::Kernel(Arc::clone(k)),
+            });
+        }
+        cands.push(Candidate {
+            name: "stream-read (peer)",
+            kind: Kind::Stream,
+            threads,
+            runner: Runner::Stream,
+        });
+    }
+    let mut y = vec![0f32; TOKEN_OUTPUT.0];
+    for c in &cands {
+        seq.run(c, &mut y)?;
+    }
+    let mut samples = vec![Vec::with_capacity(ROUNDS); cands.len()];
+    for round in 0..ROUNDS {
+        for i in 0..cands.len() {
+            let j = (i + round) % cands.len();
+            let t = Instant::now();
+            for _ in 0..TOKEN_REPS {
+                seq.run(&cands[j], &mut y)?;
+            }
+            samples[j].push(t.elapsed().as_secs_f64() / TOKEN_REPS as f64);
+        }
+    }
+    let rows = cands
+        .iter()
+        .zip(&samples)
+        .map(|(c, s)| {
+            Ok(Row {
+                name: c.name.to_owned(),
+                kind: c.kind,
+                threads: c.threads,
+                median: median(s).ok_or("no samples")?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((seq.bytes(), rows))
+}
+
+/// Print the token section and its summary line.
+fn print_token(bytes: u64, rows: &[Row]) {
+    println!();
+    println!(
+        "SmolLM2-135M decode matvecs, batch 1: {TOKEN_LAYERS} layers × {} + output {}×{}, \
+         {:.1} MB of weights per token (from DRAM: more than L3)",
+        TOKEN_LAYER.len(),
+        TOKEN_OUTPUT.0,
+        TOKEN_OUTPUT.1,
+        bytes as f64 / 1e6
+    );
+    println!(
+        "  {:<32} {:>3} {:>10} {:>8}",
+        "candidate", "thr", "ms/token", "GB/s"
+    );
+    for r in rows {
+        println!(
+            "  {:<32} {:>3} {:>10.2} {:>8.1}",
+            r.name,
+            r.threads,
+            r.median * 1e3,
+            bytes as f64 / r.median / 1e9
+        );
+    }
+    let best = |kind: Kind, t: u64| {
+        rows.iter()
+            .filter(|r| r.kind == kind && r.threads == t)
+            .map(|r| r.median)
+            .min_by(f64::total_cmp)
+    };
+    let ms = |v: Option<f64>| fmt_opt(v.map(|s| s * 1e3));
+    println!(
+        "bench q8-matvec token: best_twin_ms_1t={} best_twin_ms_2t={} stream_ms_1t={} stream_ms_2t={}",
+        ms(best(Kind::Twin, 1)),
+        ms(best(Kind::Twin, 2)),
+        ms(best(Kind::Stream, 1)),
+        ms(best(Kind::Stream, 2)),
+    );
+}
+
 /// Entry point: `bench q8-matvec`.
 pub fn run(args: &[String]) -> Result<(), String> {
-    match args {
-        [name] if name == "q8-matvec" => {}
+    let token_only = match args {
+        [name] if name == "q8-matvec" => false,
+        [name, only] if name == "q8-matvec" && only == "token" => true,
         [name, extra, ..] if name == "q8-matvec" => {
             return Err(format!(
-                "bench q8-matvec takes no arguments (got `{extra}`)"
+                "bench q8-matvec takes no arguments but `token` (got `{extra}`)"
             ))
         }
         _ => return Err(format!("bench q8-matvec: unexpected arguments {args:?}")),
-    }
+    };
     if cfg!(debug_assertions) {
         println!("  (debug build: run `cargo run --release -p xtask -- bench q8-matvec` for real figures)");
     }
@@ -698,6 +766,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
          GB/s counts W's bytes, `vs arm` is arm median / candidate median at the same threads",
         SAMPLE_SECS * 1e3
     );
+    let (token_bytes, token_rows) = measure_token(&host, &arm)?;
+    print_token(token_bytes, &token_rows);
+    if token_only {
+        return Ok(());
+    }
     let mut all = Vec::new();
     for (i, &(rows, cols)) in SHAPES.iter().enumerate() {
         let w = random_weights(rows, cols, 0x2545_F491_4F6C_DD1D + i as u64)?;
@@ -772,35 +845,8 @@ mod tests {
             }
         }
         // The 64-byte aligned split keeps every word whole.
-        let shared = Arc::new(bytes);
-        assert_eq!(stream_threaded(&shared, 2).expect("threads"), want);
-        assert_eq!(stream_threaded(&shared, 1).expect("one"), want);
-    }
-
-    #[test]
-    fn parallel_runs_every_part_once_per_call() {
-        let hits: Arc<Vec<AtomicU64>> = Arc::new((0..2).map(|_| AtomicU64::new(0)).collect());
-        for _ in 0..1000 {
-            let h = Arc::clone(&hits);
-            parallel(
-                2,
-                Arc::new(move |i| {
-                    h[i].fetch_add(1, Ordering::Relaxed);
-                }),
-            )
-            .expect("parallel");
-        }
-        assert_eq!(hits[0].load(Ordering::Relaxed), 1000);
-        assert_eq!(hits[1].load(Ordering::Relaxed), 1000);
-        let h = Arc::clone(&hits);
-        parallel(
-            1,
-            Arc::new(move |i| {
-                h[i].fetch_add(1, Ordering::Relaxed);
-            }),
-        )
-        .expect("serial");
-        assert_eq!(hits[0].load(Ordering::Relaxed), 1001);
+        assert_eq!(stream_threaded(&bytes, 2).expect("threads"), want);
+        assert_eq!(stream_threaded(&bytes, 1).expect("one"), want);
     }
 
     #[test]

@@ -63,7 +63,11 @@ struct RunArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// The prompt (wrapped in the chat template unless --raw).
-    #[arg(long, short = 'p', default_value = "What is the capital of France?")]
+    #[arg(
+        long,
+        short = 'p',
+        default_value = "Tell me a short story about a lighthouse."
+    )]
     prompt: String,
     /// Tokens to generate at most.
     #[arg(short = 'n', default_value_t = 64)]

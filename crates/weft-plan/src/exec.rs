@@ -13,9 +13,10 @@
 //!   exactly one part, and a body's result for an element does not depend
 //!   on which range it was called with (the family's `KernelArgs` promise
 //!   and its contract), so any split gives the one-thread result.
-//! - **No part outlives its call.** [`Executor::run_parts`] returns only
-//!   after every part has finished, so the raw pointers a job carries (to
-//!   the kernel and the caller's parts) are never read after they dangle.
+//! - **No part outlives its call.** [`Executor::run_parts`] and
+//!   [`Executor::for_each_part`] return only after every part has
+//!   finished, so the raw pointers a job carries (to the kernel or closure
+//!   and the caller's parts) are never read after they dangle.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -41,7 +42,8 @@ struct Job {
 // SAFETY: the pointers are read only by `Job::work` while the publishing
 // call waits for every part (see the module invariants); the kernel and
 // argument types behind them are `Sync`/`Send` (`KernelArgs` requires it,
-// `Kernel` is immutable placed code).
+// `Kernel` is immutable placed code, `for_each_part` takes a `Sync`
+// closure and an atomic).
 unsafe impl Send for Job {}
 // SAFETY: as for `Send`; the shared state is atomics.
 unsafe impl Sync for Job {}
@@ -74,6 +76,27 @@ unsafe fn call_part<A: KernelArgs>(kernel: *const (), parts: *const (), i: usize
     unsafe {
         let kernel = &*(kernel as *const Kernel<A>);
         kernel.call(&*(parts as *const A).add(i));
+    }
+}
+
+/// Call part `i` of a [`Executor::for_each_part`] job; a panic is caught
+/// and recorded, so it never unwinds through a worker or past the waiting
+/// caller.
+///
+/// # Safety
+///
+/// `f` points to a live `&(dyn Fn(usize) + Sync)`, `panicked` to a live
+/// `AtomicBool` (the `for_each_part` frame, which outlives every part).
+unsafe fn call_fn(f: *const (), panicked: *const (), i: usize) {
+    // SAFETY: the caller's promise.
+    let (f, panicked) = unsafe {
+        (
+            *(f as *const &(dyn Fn(usize) + Sync)),
+            &*(panicked as *const AtomicBool),
+        )
+    };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
+        panicked.store(true, Ordering::Release);
     }
 }
 
@@ -156,33 +179,88 @@ impl Executor {
                 }
             }
             _ => {
-                let job = Arc::new(Job {
-                    run: call_part::<A>,
-                    kernel: (kernel as *const Kernel<A>).cast(),
-                    parts: parts.as_ptr().cast(),
-                    n: parts.len(),
-                    next: AtomicUsize::new(0),
-                    done: AtomicUsize::new(0),
-                });
-                self.publish(Some(Arc::clone(&job)));
-                job.work();
-                let mut spins = 0u32;
-                while job.done.load(Ordering::Acquire) < job.n {
-                    spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(1 << 12) {
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
+                // SAFETY: `call_part::<A>` reads `kernel` as a `Kernel<A>`
+                // and `parts` as `parts.len()` `A`s, both borrowed for the
+                // whole dispatch; each part is valid (the caller's promise).
+                unsafe {
+                    self.dispatch(
+                        call_part::<A>,
+                        (kernel as *const Kernel<A>).cast(),
+                        parts.as_ptr().cast(),
+                        parts.len(),
+                    )
                 }
-                // Drop the pool's reference so no worker sees this job again.
-                *self
-                    .shared
-                    .job
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = None;
             }
         }
+    }
+
+    /// Call `f(i)` once for every `i` in `0..parts`, the calls shared among
+    /// the pool's threads (the calling thread takes some); returns when all
+    /// are done. For work that is not a [`Kernel`] (a bench's reference
+    /// loop, say). A panic in a part is caught where it happens, the other
+    /// parts still run, and it is raised again here once all are done.
+    pub fn for_each_part(&self, parts: usize, f: &(dyn Fn(usize) + Sync)) {
+        if parts <= 1 || self.threads == 1 {
+            (0..parts).for_each(f);
+            return;
+        }
+        let panicked = AtomicBool::new(false);
+        // SAFETY: `call_fn` reads `kernel` as a `&dyn Fn(usize) + Sync`
+        // (the reference `f`, on this stack frame) and `parts` as the
+        // `AtomicBool` above; both outlive the dispatch, which returns only
+        // after every part has finished.
+        unsafe {
+            self.dispatch(
+                call_fn,
+                (&f as *const &(dyn Fn(usize) + Sync)).cast(),
+                (&panicked as *const AtomicBool).cast(),
+                parts,
+            )
+        }
+        if panicked.load(Ordering::Acquire) {
+            panic!("Executor::for_each_part: a part panicked");
+        }
+    }
+
+    /// Publish `n` parts of `run(kernel, parts, i)`, work on them here, and
+    /// return when every part has finished.
+    ///
+    /// # Safety
+    ///
+    /// `run(kernel, parts, i)` must be sound to call for every `i < n`,
+    /// concurrently, until this returns.
+    unsafe fn dispatch(
+        &self,
+        run: unsafe fn(*const (), *const (), usize),
+        kernel: *const (),
+        parts: *const (),
+        n: usize,
+    ) {
+        let job = Arc::new(Job {
+            run,
+            kernel,
+            parts,
+            n,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+        });
+        self.publish(Some(Arc::clone(&job)));
+        job.work();
+        let mut spins = 0u32;
+        while job.done.load(Ordering::Acquire) < job.n {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1 << 12) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        // Drop the pool's reference so no worker sees this job again.
+        *self
+            .shared
+            .job
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// Split `args` over its member views into up to `threads()` parts
@@ -293,7 +371,54 @@ pub fn split_range(range: Range<u64>, granule: u64, parts: u64) -> Vec<Range<u64
 
 #[cfg(test)]
 mod tests {
-    use super::split_range;
+    use super::{split_range, Executor};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn for_each_part_runs_every_part_once_before_returning() {
+        for threads in [1, 2, 3] {
+            let exec = Executor::new(threads);
+            for parts in [0usize, 1, 2, 5] {
+                let hits: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+                for call in 1..=300 {
+                    exec.for_each_part(parts, &|i| {
+                        // A slow part: returning early would show as a
+                        // count behind `call` right after the call.
+                        if i == parts - 1 {
+                            std::hint::black_box((0..200).sum::<u64>());
+                        }
+                        hits[i].fetch_add(1, Ordering::Relaxed);
+                    });
+                    for (i, h) in hits.iter().enumerate() {
+                        assert_eq!(
+                            h.load(Ordering::Relaxed),
+                            call,
+                            "t{threads} p{parts} part {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn for_each_part_raises_a_part_panic_after_all_parts_and_stays_usable() {
+        let exec = Executor::new(2);
+        let hits = AtomicUsize::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exec.for_each_part(4, &|i| {
+                hits.fetch_add(1, Ordering::Relaxed);
+                assert_ne!(i, 1, "part 1 fails");
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(hits.load(Ordering::Relaxed), 4);
+        let after = AtomicUsize::new(0);
+        exec.for_each_part(2, &|_| {
+            after.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(after.load(Ordering::Relaxed), 2);
+    }
 
     #[test]
     fn split_covers_the_range_on_absolute_granules() {

@@ -25,9 +25,14 @@
 //! (upper half zero, scale zero, so its lanes add `+0.0`).
 //!
 //! A multi-row pass (`rows_per_pass` rows sharing the x loads and x
-//! scales, each row's stream software-prefetched [`PREFETCH`] bytes ahead:
-//! without it the 2- and 4-row passes ran at about half speed from DRAM)
-//! is followed by a one-row pass for the remaining rows; rows are the
+//! scales) is followed by a one-row pass for the remaining rows. Every
+//! multi-row pass runs one software-prefetch stream over the bytes of the
+//! pass after it, [`PREFETCH`] bytes further on (rows are contiguous, so
+//! that is one linear range; without it the multi-row passes ran at about
+//! half speed from DRAM, and a per-row distance missed on short rows). A
+//! one-row pass reads one linear stream, which the hardware prefetchers
+//! follow alone. A prefetch may name bytes past W's end: it never faults
+//! and is not a read of the program's state. Rows are the
 //! outer loop and vectors the inner one (a batch re-reads a pass's W rows
 //! from cache). Every operation of the float part is the contract's
 //! (`vmulps` then `vaddps`, never FMA), and the fold is the contract's
@@ -76,7 +81,7 @@ pub struct Q8MatvecX64 {
     tier: Tier,
     rows_per_pass: u8,
     abi: Abi,
-    /// Software-prefetch distance of the multi-row passes, bytes (0: none).
+    /// Software-prefetch distance past the pass's own rows, bytes (0: none).
     prefetch: i32,
 }
 
@@ -126,9 +131,9 @@ impl Q8MatvecX64 {
         }
     }
 
-    /// The same twin prefetching each row `bytes` ahead in its multi-row
-    /// passes (0: no software prefetch), for tuning; the bits it computes
-    /// do not depend on it.
+    /// The same twin with its prefetch stream starting `bytes` past the end
+    /// of each pass's rows (0: no software prefetch), for tuning; the bits
+    /// it computes do not depend on it.
     pub const fn with_prefetch(self, bytes: i32) -> Self {
         Self {
             prefetch: bytes,
@@ -412,7 +417,8 @@ const XMM: [AsmRegisterXmm; 32] = [
     xmm::xmm31,
 ];
 
-/// How far ahead (bytes) the multi-row passes prefetch each row.
+/// How far (bytes) past the end of its own rows a pass's prefetch stream
+/// starts (module docs: one linear stream over the next pass).
 pub const PREFETCH: i32 = 2048;
 
 // GPRs of the body.
@@ -430,6 +436,14 @@ const PW: AsmRegister64 = r14;
 const PX: AsmRegister64 = r15;
 const COUNT: AsmRegister64 = rcx;
 const REM: AsmRegister64 = rdx;
+/// The prefetch pointer, live only in the block loop (where REM is not).
+const PF: AsmRegister64 = rdx;
+
+/// Prefetches per four-block step of a `rows`-row pass: enough 64-byte
+/// lines to cover the `rows · 136` bytes the stream advances.
+fn prefetch_lines(rows: usize) -> i32 {
+    (rows * 4 * BLOCK_BYTES).div_ceil(64) as i32
+}
 
 /// Vector register numbers (chosen outside xmm6–xmm15 where it is free to,
 /// but every one is declared, so Win64 saves what it must).
@@ -678,21 +692,34 @@ fn pass(
             Tier::Avx2 => a.vpxor(YMM[acc], YMM[acc], YMM[acc])?,
         }
     }
+    if rows > 1 && prefetch > 0 {
+        let past = match rows {
+            1 => PW + ROW_BYTES + prefetch,
+            2 => PW + ROW_BYTES * 2 + prefetch,
+            _ => PW + ROW_BYTES * 4 + prefetch,
+        };
+        a.lea(PF, past)?;
+    }
     a.mov(COUNT, BLOCKS)?;
     a.shr(COUNT, 2)?;
     let mut skip = e.create_label();
     e.asm().je(skip)?;
     let mark = loop_head(e, format!("r{rows}.blocks4"))?;
-    // Software prefetch of every row's stream, `prefetch` bytes ahead: a
-    // multi-row pass reads several rows at once, which the hardware
-    // prefetchers follow poorly from DRAM (measured: 4-row pass at
-    // 4096×448, 4135 µs without, 2284 µs with 2 KiB).
+    // Software prefetch, one linear stream over the next pass's bytes:
+    // this pass's rows are the contiguous range [PW, PW + rows·row_bytes),
+    // so PF = PW + rows·row_bytes + `prefetch`, advanced by rows·136 bytes
+    // per four blocks, walks the next pass's range while this one runs.
+    // A multi-row pass reads several rows at once, which the hardware
+    // prefetchers follow poorly from DRAM; a per-row distance lands in
+    // other rows when rows are short (576 columns: 612 bytes), and a
+    // linear stream suits them all. One-row passes read one linear stream
+    // already, which the hardware prefetchers follow (measured: a software
+    // stream there cost 10-20 % from DRAM).
     if rows > 1 && prefetch > 0 {
-        for i in 0..rows {
-            for line in [0, 68] {
-                e.asm().prefetcht0(byte_ptr(wmem(i, prefetch + line)))?;
-            }
+        for line in 0..prefetch_lines(rows) {
+            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
         }
+        e.asm().add(PF, (rows * 4 * BLOCK_BYTES) as i32)?;
     }
     match tier {
         Tier::Avx512Vnni | Tier::Avx512Bw => {
@@ -712,6 +739,15 @@ fn pass(
     loop_back(e, mark, marks)?;
     e.asm().jne(top)?;
     e.set_label(&mut skip)?;
+    // The stream's share of the tail blocks (up to 3 per row, less than one
+    // more step): without it the stream fell behind by the tail on every
+    // pass, and each pass met a few lines straight from DRAM (576 columns,
+    // 4-row pass: 4 lines in every 2448 bytes).
+    if rows > 1 && prefetch > 0 {
+        for line in 0..prefetch_lines(rows) {
+            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
+        }
+    }
     // Tail: blocks % 4 more blocks into groups 0, 1, 2.
     let mut fold = e.create_label();
     let a = e.asm();
