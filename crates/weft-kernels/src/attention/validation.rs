@@ -5,7 +5,7 @@
 //! so the cases vary everything the arguments carry. Over the list of
 //! [`specs`], every value of each axis the issue names appears: `lk` ∈
 //! {1, 2, 31, 33, 512, 4096}, `lq` ∈ {1, 7, 64}, causal off and on, GQA
-//! groups of 1, 2, 3 and 9, head-major and token-major layouts with a
+//! groups of 1, 2, 3, 4, 8 and 9, head-major and token-major layouts with a
 //! cache capacity above `lk`, a member view that starts inside the call,
 //! and data that stresses the softmax: large scores (the running maximum
 //! jumps and `α` rescales by tiny factors), blocks whose scores are all
@@ -127,6 +127,11 @@ pub fn specs() -> Vec<Spec> {
         spec(512, 7, true, 505, 4, 2, HeadMajor, Random),
         spec(512, 7, false, 0, 1, 1, HeadMajor, NegInf),
         spec(4096, 1, false, 0, 3, 1, HeadMajor, Random),
+        // Decode tiles of 2, 4 and 8 heads on one KV head: the x64 group
+        // step serves up to 4 (fewer at larger d), the rest go pair by pair.
+        spec(48, 1, true, 47, 4, 2, TokenMajor, Large),
+        spec(64, 1, false, 0, 8, 2, HeadMajor, Specials),
+        spec(40, 1, false, 0, 8, 1, HeadMajor, NegInf),
     ];
     if cfg!(not(target_arch = "aarch64")) {
         // Cheap natively, tens of seconds under qemu; every axis value

@@ -12,10 +12,35 @@
 //! `vcvtph2ps`), then runs every pair of the tile on that block, so the
 //! block's K and V bytes come from memory once per tile and from L1 for
 //! the other pairs; the table pass also prefetches the rows 32 positions
-//! ahead. Each pair's state (`m`, the 16 `l` lanes) lives in a stack slot
-//! and its output row is its `o` accumulator until the final division.
+//! ahead. Each pair's state (`m`, the 16 `l` lanes) and its `o`
+//! accumulator live in 64-byte aligned stack slots; the output row is
+//! written once, by the final division.
 //! Absent keys point at the block's first row: their scores are replaced
 //! by `-inf` and their values are never read.
+//!
+//! # The group step (AVX-512, decode)
+//!
+//! A tile whose pairs all see the same keys (a decode tile: one GQA
+//! group's heads, or one head) and whose outputs fit zmm0–11 (at most
+//! `GROUP_MAX_PAIRS` (4) pairs, `pairs · d/16 ≤ 12`) takes its full blocks
+//! through `group_block_512` instead of the pair loop: binary32 K rows
+//! addressed in place (no pointer tables, no masks, no software
+//! prefetch), every pair's scores, then the pairs' softmaxes interleaved
+//! step by step (their latency chains overlap; one exp serves all their
+//! `α`, packed one pair per lane), then one pass over the value rows in
+//! which each V chunk is loaded once for all pairs (`pairs · d/16`
+//! independent FMA chains). For binary32 the step is software-pipelined:
+//! block `b+1`'s scores and softmax come before block `b`'s output update
+//! (its `p` and `α` wait in `FR_PIPE`), so the update's FMA chains run
+//! while the next block's fold, maximum and exp resolve; a pending update
+//! is flushed before any other kind of block and before the division.
+//! The tail block (fewer than 16 keys) and every other tile take the
+//! general path below. Why decode was slow before (measured, one core):
+//! the per-block pointer tables with masks and prefetches were about half
+//! the instructions of a one-head block, the `o` accumulators went through
+//! possibly misaligned output rows each block (now aligned stack slots),
+//! each pair's softmax ran alone (a chain of about 120 cycles: fold, max
+//! butterfly, exp), and a GQA group's heads each loaded V again.
 //!
 //! # One pair, one block
 //!
@@ -52,9 +77,10 @@
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r10d, r11, r12,
-    r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, xmmword_ptr, ymmword_ptr,
-    zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm, CodeLabel,
+    byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, k6, k7, qword_ptr, r10,
+    r10d, r11, r12, r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp,
+    xmmword_ptr, ymmword_ptr, zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
+    CodeLabel,
 };
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
@@ -307,10 +333,18 @@ const FR_KPTR: i32 = FR_IDX + 1024;
 const FR_VPTR: i32 = FR_KPTR + 128;
 /// p and α of the first pair of a two-pair step (AVX-512).
 const FR_SAVE: i32 = FR_VPTR + 128;
-const FR_LOCAL: i32 = FR_SAVE + 128;
+/// The group step's pending block (binary32 K/V): each pair's `p` and
+/// `α` (128 bytes per pair, [`GROUP_MAX_PAIRS`] pairs).
+const FR_PIPE: i32 = FR_SAVE + 128;
+const FR_LOCAL: i32 = FR_PIPE + 128 * GROUP_MAX_PAIRS as i32;
 const FR_PAIRS: i32 = FR_LOCAL + 128;
 const FR_STATE: i32 = FR_PAIRS + 32 * MAX_PAIRS as i32;
-const FR_KV: i32 = FR_STATE + 128 * MAX_PAIRS as i32;
+/// Each pair's `o` accumulator (`4·d` bytes, 64-byte aligned): kept
+/// here, not in the output row, so its per-block stores and loads are
+/// aligned and forward (an output row need not be 64-byte aligned, and a
+/// zmm store split across two lines does not forward to the next block's
+/// load). The binary16 scratch follows ([`Body::kv_base`]).
+const FR_OACC: i32 = FR_STATE + 128 * MAX_PAIRS as i32;
 
 /// Locals (8 bytes each) at `FR_LOCAL + 8·index`.
 mod local {
@@ -325,6 +359,12 @@ mod local {
     pub const G: i32 = 8;
     pub const I0: i32 = 9;
     pub const I1: i32 = 10;
+    /// Pairs of a tile the AVX-512 group step serves, or 0.
+    pub const FAST: i32 = 11;
+    /// 1 when the group step left a block's output update pending.
+    pub const PENDING: i32 = 12;
+    /// The first V row of the pending block.
+    pub const PEND_V: i32 = 13;
 }
 
 fn cslot(i: usize) -> i32 {
@@ -344,9 +384,13 @@ struct Body {
 impl Body {
     fn frame_bytes(&self) -> i32 {
         match self.kv {
-            KvType::F32 => FR_KV,
-            KvType::F16 => FR_KV + 2 * 16 * 4 * self.d as i32,
+            KvType::F32 => self.kv_base(),
+            KvType::F16 => self.kv_base() + 2 * 16 * 4 * self.d as i32,
         }
+    }
+    /// The binary16 scratch, after the pairs' accumulators.
+    fn kv_base(&self) -> i32 {
+        FR_OACC + MAX_PAIRS as i32 * self.row_bytes()
     }
     /// Bytes of a widened K or V row in the f16 scratch.
     fn row_bytes(&self) -> i32 {
@@ -458,6 +502,10 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     let mut finalize = label(e);
     let mut fin_loop = label(e);
     let mut causal_done = label(e);
+    let mut end_blocks = label(e);
+    let mut flush = label(e);
+    // The group step defers binary32 blocks' output updates.
+    let pipelined = b.kv == KvType::F32 && group_pairs_512(b).is_some();
     let es = b.kv.bytes().trailing_zeros();
 
     let a = e.asm();
@@ -490,6 +538,9 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(loc(local::I1), rdx)?;
     a.xor(r12, r12)?;
     a.xor(r13, r13)?;
+    // r15: the fewest keys a pair of the tile sees (starts at u64::MAX).
+    a.xor(r15, r15)?;
+    a.not(r15)?;
 
     // add_unit: the pairs of unit U (head r8).
     e.set_label(&mut add_unit)?;
@@ -519,6 +570,9 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rax, rcx)?;
     a.imul_2(rax, qword_ptr(rdi + offsets::O_ROW))?;
     a.lea(rax, r10 + rax * 4)?;
+    a.mov(qword_ptr(rsi + 24), rax)?;
+    a.imul_3(rax, r12, b.row_bytes())?;
+    a.lea(rax, rsp + rax + FR_OACC)?;
     a.mov(qword_ptr(rsi + 8), rax)?;
     a.mov(rax, qword_ptr(rdi + offsets::LK))?;
     a.cmp(qword_ptr(rdi + offsets::CAUSAL), 0)?;
@@ -532,6 +586,8 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(qword_ptr(rsi + 16), rax)?;
     a.cmp(rax, r13)?;
     a.cmova(r13, rax)?;
+    a.cmp(rax, r15)?;
+    a.cmovb(r15, rax)?;
     a.inc(r12)?;
     a.inc(rcx)?;
     a.jmp(row_loop)?;
@@ -565,6 +621,18 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     let a = e.asm();
     a.mov(loc(local::NPAIRS), r12)?;
     a.mov(loc(local::NMAX), r13)?;
+    // FAST = pairs when every pair sees the same keys and the group step
+    // holds them (AVX-512), else 0.
+    a.xor(eax, eax)?;
+    if let Some(pmax) = group_pairs_512(b) {
+        a.cmp(r15, r13)?;
+        a.cmove(rax, r12)?;
+        a.xor(ecx, ecx)?;
+        a.cmp(r12, pmax as i32)?;
+        a.cmova(rax, rcx)?;
+    }
+    a.mov(loc(local::FAST), rax)?;
+    a.mov(loc(local::PENDING), 0)?;
     a.mov(rax, loc(local::G))?;
     a.imul_2(rax, qword_ptr(rdi + offsets::K_HEAD))?;
     a.shl(rax, es)?;
@@ -618,12 +686,38 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     e.set_label(&mut block_loop)?;
     let a = e.asm();
     a.cmp(r14, loc(local::NMAX))?;
-    a.jae(finalize)?;
+    a.jae(if pipelined { end_blocks } else { finalize })?;
     a.mov(r15, loc(local::NMAX))?;
     a.sub(r15, r14)?;
     a.mov(eax, 16)?;
     a.cmp(r15, rax)?;
     a.cmova(r15, rax)?;
+    if let Some(pmax) = group_pairs_512(b) {
+        // A full block of a tile whose pairs all see it whole: the group step.
+        let mut slow = label(e);
+        let mut entries: Vec<CodeLabel> = (0..pmax).map(|_| label(e)).collect();
+        let a = e.asm();
+        a.cmp(r15, 16)?;
+        a.jne(slow)?;
+        a.mov(rax, loc(local::FAST))?;
+        for (p, l) in entries.iter().enumerate() {
+            a.cmp(rax, p as i32 + 1)?;
+            a.je(*l)?;
+        }
+        a.jmp(slow)?;
+        for (p, l) in entries.iter_mut().enumerate() {
+            e.set_label(l)?;
+            group_block_512(e, b, p + 1)?;
+            e.asm().jmp(block_next)?;
+        }
+        e.set_label(&mut slow)?;
+        if pipelined {
+            // Another kind of block: the pending update first.
+            let a = e.asm();
+            a.cmp(loc(local::PENDING), 0)?;
+            a.jne(flush)?;
+        }
+    }
     row_tables(e, b)?;
     e.asm().xor(ebx_(), ebx_())?;
     e.set_label(&mut pair_loop)?;
@@ -661,6 +755,12 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.add(r14, 16)?;
     a.jmp(block_loop)?;
 
+    if pipelined {
+        e.set_label(&mut end_blocks)?;
+        let a = e.asm();
+        a.cmp(loc(local::PENDING), 0)?;
+        a.jne(flush)?;
+    }
     // finalize: every pair's O = o / fold(l).
     e.set_label(&mut finalize)?;
     e.asm().xor(ebx_(), ebx_())?;
@@ -674,6 +774,7 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rsi, rbx)?;
     a.shl(rsi, 5)?;
     a.mov(r11, qword_ptr(rsp + rsi + FR_PAIRS + 8))?;
+    a.mov(rdx, qword_ptr(rsp + rsi + FR_PAIRS + 24))?;
     // t8 = l[0..8] + l[8..16]; t4 = t8 lo + hi; two neighbour rounds.
     a.vmovaps(ymm::ymm0, ymmword_ptr(r8))?;
     a.vaddps(ymm::ymm0, ymm::ymm0, ymmword_ptr(r8 + 32))?;
@@ -686,11 +787,30 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
         let at = 32 * m as i32;
         a.vmovups(ymm::ymm1, ymmword_ptr(r11 + at))?;
         a.vdivps(ymm::ymm1, ymm::ymm1, ymm::ymm0)?;
-        a.vmovups(ymmword_ptr(r11 + at), ymm::ymm1)?;
+        a.vmovups(ymmword_ptr(rdx + at), ymm::ymm1)?;
     }
     a.inc(rbx)?;
     a.jmp(fin_loop)?;
 
+    if let (true, Some(pmax)) = (pipelined, group_pairs_512(b)) {
+        // flush: the pending block's output update, then back to the loop.
+        e.set_label(&mut flush)?;
+        let mut entries: Vec<CodeLabel> = (0..pmax).map(|_| label(e)).collect();
+        let a = e.asm();
+        a.mov(rax, loc(local::FAST))?;
+        for (p, l) in entries.iter().enumerate() {
+            a.cmp(rax, p as i32 + 1)?;
+            a.je(*l)?;
+        }
+        a.ud2()?; // FAST is 1..=pmax whenever a block is pending
+        for (p, l) in entries.iter_mut().enumerate() {
+            e.set_label(l)?;
+            group_pv_512(e, b, p + 1, PvFrom::Pipe)?;
+            let a = e.asm();
+            a.mov(loc(local::PENDING), 0)?;
+            a.jmp(block_loop)?;
+        }
+    }
     e.set_label(&mut done)?;
     Ok(())
 }
@@ -741,12 +861,13 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
         }
         KvType::F16 => {
             let rows = b.row_bytes();
-            let vbase = FR_KV + 16 * rows;
+            let fr_kv = b.kv_base();
+            let vbase = fr_kv + 16 * rows;
             let a = e.asm();
             for k in 0..16 {
                 // Absent rows point at row 0 (present whenever the block is).
-                a.lea(rax, rsp + FR_KV)?;
-                a.lea(rdx, rsp + FR_KV + k * rows)?;
+                a.lea(rax, rsp + fr_kv)?;
+                a.lea(rdx, rsp + fr_kv + k * rows)?;
                 a.cmp(r15, k)?;
                 a.cmova(rax, rdx)?;
                 a.mov(qword_ptr(rsp + FR_KPTR + 8 * k), rax)?;
@@ -768,7 +889,7 @@ fn row_tables(e: &mut Emitter, b: &Body) -> R {
             a.imul_2(rax, r14)?;
             a.add(rax, loc(local::VH))?;
             a.mov(r10, rax)?;
-            a.lea(rdx, rsp + FR_KV)?;
+            a.lea(rdx, rsp + fr_kv)?;
             a.mov(rsi, r15)?;
             a.mov(r12, r11)?;
             a.shl(r12, PF_ROWS_LOG2)?;
@@ -817,23 +938,350 @@ fn key_of_slot_512(s: usize) -> usize {
 
 /// `E(x)` in place on zmm `x`; `t1`, `t2`, `t3` scratch, zmm31 = MAGIC.
 fn exp_512(e: &mut Emitter, x: usize, t1: usize, t2: usize, t3: usize) -> R {
-    let (x, t1, t2, t3) = (ZMM[x], ZMM[t1], ZMM[t2], ZMM[t3]);
+    exp_multi_512(e, &[[x, t1, t2, t3]], &[k4])
+}
+
+/// `z{k}` (merge masking) for opmask `k` in k1–k7.
+fn masked(z: AsmRegisterZmm, k: weft_x64::iced_x86::code_asm::AsmRegisterK) -> AsmRegisterZmm {
+    [z.k1(), z.k2(), z.k3(), z.k4(), z.k5(), z.k6(), z.k7()]
+        .into_iter()
+        .zip([k1, k2, k3, k4, k5, k6, k7])
+        .find(|(_, m)| *m == k)
+        .map_or(z, |(zk, _)| zk)
+}
+
+/// `E` in place on several zmm at once, step by step across them so their
+/// latency chains overlap: `regs[i] = [x, t1, t2, t3]` (zmm indices, `t`
+/// scratch), `masks[i]` scratch; zmm31 = MAGIC.
+fn exp_multi_512(
+    e: &mut Emitter,
+    regs: &[[usize; 4]],
+    masks: &[weft_x64::iced_x86::code_asm::AsmRegisterK],
+) -> R {
     let magic = ZMM[31];
     let bc = |i: usize| dword_bcst(rsp + cslot(i));
     let a = e.asm();
-    a.vcmpps(k4, x, bc(c::LO), 1)?; // x < LO (ordered)
-    a.vmovaps(t1, x)?;
-    a.vfmadd132ps(t1, magic, bc(c::LOG2E))?; // t = x·LOG2E + MAGIC
-    a.vsubps(t2, t1, magic)?; // n
-    a.vmovaps(t3, x)?;
-    a.vfmadd231ps(t3, t2, bc(c::NEG_LN2_HI))?; // r = n·(-ln2_hi) + x
-    a.vfmadd231ps(t3, t2, bc(c::NEG_LN2_LO))?; // r = n·(-ln2_lo) + r
-    a.vbroadcastss(x, dword_ptr(rsp + cslot(c::C0 + 7)))?;
-    for k in (0..7).rev() {
-        a.vfmadd213ps(x, t3, bc(c::C0 + k))?; // p = p·r + C_k
+    let z = |i: usize, j: usize| ZMM[regs[i][j]];
+    let n = regs.len();
+    for (i, mk) in masks.iter().enumerate().take(n) {
+        a.vcmpps(*mk, z(i, 0), bc(c::LO), 1)?; // x < LO (ordered)
     }
-    a.vscalefps(x, x, t2)?; // p · 2^n, one rounding
-    a.vpxord(x.k4(), x, x)?; // +0 where x < LO
+    for i in 0..n {
+        a.vmovaps(z(i, 1), z(i, 0))?;
+        a.vfmadd132ps(z(i, 1), magic, bc(c::LOG2E))?; // t = x·LOG2E + MAGIC
+    }
+    for i in 0..n {
+        a.vsubps(z(i, 2), z(i, 1), magic)?; // n
+        a.vmovaps(z(i, 3), z(i, 0))?;
+    }
+    for i in 0..n {
+        a.vfmadd231ps(z(i, 3), z(i, 2), bc(c::NEG_LN2_HI))?; // r = n·(-ln2_hi) + x
+    }
+    for i in 0..n {
+        a.vfmadd231ps(z(i, 3), z(i, 2), bc(c::NEG_LN2_LO))?; // r = n·(-ln2_lo) + r
+        a.vbroadcastss(z(i, 0), dword_ptr(rsp + cslot(c::C0 + 7)))?;
+    }
+    for k in (0..7).rev() {
+        for i in 0..n {
+            a.vfmadd213ps(z(i, 0), z(i, 3), bc(c::C0 + k))?; // p = p·r + C_k
+        }
+    }
+    for i in 0..n {
+        a.vscalefps(z(i, 0), z(i, 0), z(i, 2))?; // p · 2^n, one rounding
+    }
+    for (i, mk) in masks.iter().enumerate().take(n) {
+        a.vpxord(masked(z(i, 0), *mk), z(i, 0), z(i, 0))?; // +0 where x < LO
+    }
+    Ok(())
+}
+
+/// The softmax of a full block for every pair of a group step at once,
+/// each step emitted for all pairs in turn so their latency chains overlap
+/// (the operations per pair are [`softmax_512`]'s without the absent-key
+/// mask). Scores in zmm20+ become `p`; `α` lands in zmm16+; the pairs'
+/// `m` and `l` slots are updated. The `α` arguments, equal across lanes,
+/// are packed one pair per lane so one exp serves them all. Uses zmm0–15
+/// and zmm24–31 as scratch.
+fn softmax_group_512(e: &mut Emitter, pairs: usize) -> R {
+    let s = |p: usize| ZMM[20 + p];
+    let t = |p: usize, i: usize| ZMM[4 * p + i];
+    let st = |p: usize| FR_STATE + 128 * p as i32;
+    let masks = [k1, k2, k3, k4, k5];
+    let packed = 24;
+    let a = e.asm();
+    a.vbroadcastss(ZMM[31], dword_ptr(rsp + cslot(c::MAGIC)))?;
+    for p in 0..pairs {
+        a.vmulps(s(p), s(p), dword_bcst(rsp + cslot(c::SCALE)))?;
+    }
+    // Block maximum in every lane (butterfly).
+    for p in 0..pairs {
+        a.vshuff64x2(t(p, 0), s(p), s(p), 0x4e)?;
+        a.vmaxps(t(p, 0), s(p), t(p, 0))?;
+    }
+    for p in 0..pairs {
+        a.vshuff32x4(t(p, 1), t(p, 0), t(p, 0), 0xb1)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    for p in 0..pairs {
+        a.vpermilps(t(p, 1), t(p, 0), 0x4e)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    for p in 0..pairs {
+        a.vpermilps(t(p, 1), t(p, 0), 0xb1)?;
+        a.vmaxps(t(p, 0), t(p, 0), t(p, 1))?;
+    }
+    // m' = max(m, bm); u = m' or +0 when -inf.
+    for p in 0..pairs {
+        a.vbroadcastss(t(p, 1), dword_ptr(rsp + st(p) + 64))?;
+        a.vmaxps(t(p, 2), t(p, 1), t(p, 0))?;
+    }
+    for p in 0..pairs {
+        a.evex()
+            .vmovss(dword_ptr(rsp + st(p) + 64), XMM[4 * p + 2])?;
+        a.vcmpps(masks[p], t(p, 2), dword_bcst(rsp + cslot(c::NEG_INF)), 0)?;
+    }
+    for (p, mk) in masks.iter().enumerate().take(pairs) {
+        a.vpxord(masked(t(p, 2), *mk), t(p, 2), t(p, 2))?;
+    }
+    // α arguments m - u (packed, lane p), p arguments s - u.
+    for p in 0..pairs {
+        a.vsubps(t(p, 1), t(p, 1), t(p, 2))?;
+        a.vsubps(s(p), s(p), t(p, 2))?;
+    }
+    a.vmovaps(ZMM[packed], t(0, 1))?;
+    for p in 1..pairs {
+        a.mov(eax, 1 << p)?;
+        a.kmovw(k6, eax)?;
+        a.vmovaps(ZMM[packed].k6(), t(p, 1))?;
+    }
+    let mut regs: Vec<[usize; 4]> = (0..pairs)
+        .map(|p| [20 + p, 4 * p, 4 * p + 1, 4 * p + 3])
+        .collect();
+    regs.push([packed, 25, 26, 27]);
+    exp_multi_512(e, &regs, &masks[..=pairs])?;
+    let a = e.asm();
+    // α_p = lane p of the packed exp; l = l·α + p.
+    for p in 0..pairs {
+        a.vmovaps(t(p, 0), zmmword_ptr(rsp + FR_IDX + 64 * p as i32))?;
+        a.vpermps(ZMM[16 + p], t(p, 0), ZMM[packed])?;
+    }
+    for p in 0..pairs {
+        a.vmovaps(t(p, 1), zmmword_ptr(rsp + st(p)))?;
+        a.vfmadd213ps(t(p, 1), ZMM[16 + p], s(p))?;
+        a.vmovaps(zmmword_ptr(rsp + st(p)), t(p, 1))?;
+    }
+    Ok(())
+}
+
+/// Most pairs the AVX-512 group step serves at head dimension `d` (their
+/// outputs, `pairs · d/16` zmm, live in zmm0–11 through a block), or
+/// `None` for AVX2.
+fn group_pairs_512(b: &Body) -> Option<usize> {
+    (b.tier == Tier::Avx512).then(|| (12 / (b.d / 16)).clamp(1, GROUP_MAX_PAIRS))
+}
+
+/// Most pairs of the group step (a GQA group of SmolLM2 is 3).
+const GROUP_MAX_PAIRS: usize = 4;
+
+/// Key `key` of the block, byte `at` of its row, as [`group_scores_512`]
+/// addresses it in place.
+fn k_row(key: usize, at: i32) -> weft_x64::iced_x86::code_asm::AsmMemoryOperand {
+    let base = [r9, r10, r12, r13][key % 4];
+    match key / 4 {
+        0 => qword_ptr(base + at),
+        1 => qword_ptr(base + r11 * 4 + at),
+        2 => qword_ptr(base + r11 * 8 + at),
+        _ => qword_ptr(base + rcx * 4 + at),
+    }
+}
+
+/// Where the group step's output update finds `p`, `α` and the V rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PvFrom {
+    /// `p` in zmm20+, `α` in zmm16+, V rows from the pointer table.
+    Regs,
+    /// The pending block: `p` and `α` in the `FR_PIPE` slots, V rows
+    /// from `PEND_V` by the position stride (binary32 only).
+    Pipe,
+}
+
+/// A full block for the `pairs` pairs of a tile that all see it whole (a
+/// decode tile: one GQA group's heads). Binary16: scores and softmax
+/// ([`group_scores_512`]) then the output update ([`group_pv_512`]).
+/// Binary32 is software-pipelined: this block's scores and softmax, then
+/// the *previous* full block's output update (its `p` and `α` saved in
+/// `FR_PIPE`), then this block's `p` and `α` saved in its place; the
+/// update's FMA chains run while this block's fold, maximum and exp
+/// latencies resolve. The pending update is flushed before any other block
+/// and before the final division (see [`tiles`]). Per output element the
+/// operations and their order are the contract's either way.
+fn group_block_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
+    group_scores_512(e, b, pairs)?;
+    if b.kv == KvType::F16 {
+        return group_pv_512(e, b, pairs, PvFrom::Regs);
+    }
+    // α out of the PV registers' way (zmm12–17 hold V chunks for pairs ≥ 2).
+    let alpha_keep = [ZMM[18], ZMM[19], ZMM[29], ZMM[30]];
+    let mut no_pending = e.create_label();
+    let a = e.asm();
+    // Last first: alpha_keep[p] may be zmm16+q for a later q.
+    for p in (0..pairs).rev() {
+        a.vmovaps(alpha_keep[p], ZMM[16 + p])?;
+    }
+    a.cmp(loc(local::PENDING), 0)?;
+    a.je(no_pending)?;
+    group_pv_512(e, b, pairs, PvFrom::Pipe)?;
+    e.set_label(&mut no_pending)?;
+    let a = e.asm();
+    for p in 0..pairs {
+        let slot = FR_PIPE + 128 * p as i32;
+        a.vmovaps(zmmword_ptr(rsp + slot), ZMM[20 + p])?;
+        a.vmovaps(zmmword_ptr(rsp + slot + 64), alpha_keep[p])?;
+    }
+    a.mov(loc(local::PENDING), 1)?;
+    a.mov(rax, qword_ptr(rdi + offsets::V_POS))?;
+    a.shl(rax, 2)?;
+    a.imul_2(rax, r14)?;
+    a.add(rax, loc(local::VH))?;
+    a.mov(loc(local::PEND_V), rax)?;
+    Ok(())
+}
+
+/// The row tables and, per pair, the 16 scores (K rows as memory
+/// operands, eight keys at a time, folded as in [`qk_fold2_512`]) and the
+/// softmax: `p` in zmm20+, `α` in zmm16+.
+fn group_scores_512(e: &mut Emitter, b: &Body, pairs: usize) -> R {
+    let nq = b.d / 16;
+    let direct = b.kv == KvType::F32;
+    if direct {
+        // K rows addressed in place: key 4a + c at base_c + 4a·stride, the
+        // four bases rows 0..4 of the block (r9, r10, r12, r13), r11 the
+        // stride, rcx three strides.
+        let a = e.asm();
+        a.mov(r11, qword_ptr(rdi + offsets::K_POS))?;
+        a.shl(r11, 2)?;
+        a.mov(r9, r11)?;
+        a.imul_2(r9, r14)?;
+        a.add(r9, loc(local::KH))?;
+        a.lea(r10, r9 + r11)?;
+        a.lea(r12, r9 + r11 * 2)?;
+        a.lea(rcx, r11 + r11 * 2)?;
+        a.lea(r13, r9 + rcx)?;
+    } else {
+        // Binary16: widened into the scratch (all 16 rows present).
+        row_tables(e, b)?;
+    }
+    let (t0, t1) = (ZMM[24], ZMM[25]);
+    let acc = |j: usize| ZMM[8 + j];
+    for p in 0..pairs {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(rsp + FR_PAIRS + 32 * p as i32))?;
+        let q = &ZMM[..nq];
+        for (m, z) in q.iter().enumerate() {
+            a.vmovups(*z, zmmword_ptr(rax + 64 * m as i32))?;
+        }
+        for half in 0..2 {
+            for j in 0..8 {
+                let key = key_of_slot_512(8 * half + j);
+                if !direct {
+                    a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key as i32))?;
+                }
+                a.vpxord(acc(j), acc(j), acc(j))?;
+                for (m, z) in q.iter().enumerate() {
+                    let at = 64 * m as i32;
+                    if direct {
+                        a.vfmadd231ps(acc(j), *z, zmmword_ptr(k_row(key, at)))?;
+                    } else {
+                        a.vfmadd231ps(acc(j), *z, zmmword_ptr(r9 + at))?;
+                    }
+                }
+            }
+            // Levels 1–3 of the fold tree over this half's eight slots.
+            for i in 0..4 {
+                let (x, y) = (acc(2 * i), acc(2 * i + 1));
+                a.vshuff64x2(t0, x, y, 0x44)?;
+                a.vshuff64x2(t1, x, y, 0xee)?;
+                a.vaddps(acc(i), t0, t1)?;
+            }
+            for i in 0..2 {
+                let (x, y) = (acc(2 * i), acc(2 * i + 1));
+                a.vshuff32x4(t0, x, y, 0x88)?;
+                a.vshuff32x4(t1, x, y, 0xdd)?;
+                a.vaddps(acc(i), t0, t1)?;
+            }
+            a.vshufps(t0, acc(0), acc(1), 0x88)?;
+            a.vshufps(t1, acc(0), acc(1), 0xdd)?;
+            a.vaddps(ZMM[26 + half], t0, t1)?;
+        }
+        // Level 4: (first half, second half).
+        a.vshufps(t0, ZMM[26], ZMM[27], 0x88)?;
+        a.vshufps(t1, ZMM[26], ZMM[27], 0xdd)?;
+        a.vaddps(ZMM[20 + p], t0, t1)?;
+    }
+    softmax_group_512(e, pairs)
+}
+
+/// The output update of a full block for `pairs` pairs: every `o` scaled
+/// by its `α`, then key by key one pass over the value rows, each V chunk
+/// loaded once for all pairs (`pairs · d/16` independent FMA chains in
+/// zmm0–11). Touches zmm0–17, zmm24–28.
+fn group_pv_512(e: &mut Emitter, b: &Body, pairs: usize, from: PvFrom) -> R {
+    let nq = b.d / 16;
+    let outs = [r11, r12, r13, r10];
+    let o = |p: usize, m: usize| ZMM[p * nq + m];
+    let slot = |p: usize| FR_PIPE + 128 * p as i32;
+    let a = e.asm();
+    for (p, out) in outs.iter().enumerate().take(pairs) {
+        a.mov(*out, qword_ptr(rsp + FR_PAIRS + 32 * p as i32 + 8))?;
+        for m in 0..nq {
+            a.vmovaps(o(p, m), zmmword_ptr(*out + 64 * m as i32))?;
+            match from {
+                PvFrom::Regs => a.vmulps(o(p, m), o(p, m), ZMM[16 + p])?,
+                PvFrom::Pipe => a.vmulps(o(p, m), o(p, m), zmmword_ptr(rsp + slot(p) + 64))?,
+            }
+        }
+    }
+    if from == PvFrom::Pipe {
+        a.mov(rcx, qword_ptr(rdi + offsets::V_POS))?;
+        a.shl(rcx, 2)?;
+        a.mov(r9, loc(local::PEND_V))?;
+    }
+    let idx = ZMM[28];
+    for k in 0..16 {
+        if from == PvFrom::Regs {
+            a.vmovaps(idx, zmmword_ptr(rsp + FR_IDX + 64 * k))?;
+        }
+        for p in 0..pairs {
+            match from {
+                PvFrom::Regs => a.vpermps(ZMM[24 + p], idx, ZMM[20 + p])?,
+                // A load-port broadcast, no shuffle: the slot was stored a
+                // whole block earlier, so the narrow load reads committed
+                // data (it would not forward from a store in flight).
+                PvFrom::Pipe => a.vbroadcastss(ZMM[24 + p], dword_ptr(rsp + slot(p) + 4 * k))?,
+            }
+        }
+        match from {
+            PvFrom::Regs => a.mov(r9, qword_ptr(rsp + FR_VPTR + 8 * k))?,
+            PvFrom::Pipe if k > 0 => a.add(r9, rcx)?,
+            PvFrom::Pipe => {}
+        }
+        for m in 0..nq {
+            if pairs == 1 {
+                a.vfmadd231ps(o(0, m), ZMM[24], zmmword_ptr(r9 + 64 * m as i32))?;
+            } else {
+                let vc = ZMM[12 + m];
+                a.vmovups(vc, zmmword_ptr(r9 + 64 * m as i32))?;
+                for p in 0..pairs {
+                    a.vfmadd231ps(o(p, m), ZMM[24 + p], vc)?;
+                }
+            }
+        }
+    }
+    for (p, out) in outs.iter().enumerate().take(pairs) {
+        for m in 0..nq {
+            a.vmovaps(zmmword_ptr(*out + 64 * m as i32), o(p, m))?;
+        }
+    }
     Ok(())
 }
 
