@@ -23,7 +23,20 @@ fn bodies(isa: Isa) -> Vec<(String, NativeCode)> {
             .with("batch", 1),
     );
     let offer = q8.offer(&site, &host).unwrap();
-    out.push((q8.name().to_owned(), q8.build(&offer, isa).unwrap()));
+    // An arm built for the other ISA targets that ISA's baseline, where
+    // Cranelift may need a libcall (a relocation: refused by name); such a
+    // body cannot exist, so there is nothing to classify.
+    let arm_body = |out: &mut Vec<(String, NativeCode)>,
+                    name: &str,
+                    built: Result<NativeCode, weft_kernel::Refusal>| match built
+    {
+        Ok(code) => out.push((name.to_owned(), code)),
+        Err(e) if isa != host.isa && e.name() == "compile-error" => {
+            eprintln!("{name}: not built for the other ISA's baseline: {e}")
+        }
+        Err(e) => panic!("{name}: {e}"),
+    };
+    arm_body(&mut out, q8.name(), q8.build(&offer, isa));
     if isa == Isa::X86_64 {
         for t in TWINS {
             out.push((t.name().to_owned(), t.emit(&offer).unwrap()));
@@ -33,7 +46,7 @@ fn bodies(isa: Isa) -> Vec<(String, NativeCode)> {
         let arm = ElementwiseArm::new(func);
         let site = Site::new(arm.family(), Geometry::new().with("len", 100));
         let offer = arm.offer(&site, &host).unwrap();
-        out.push((arm.name().to_owned(), arm.build(&offer, isa).unwrap()));
+        arm_body(&mut out, arm.name(), arm.build(&offer, isa));
         for t in x64_twins().into_iter().chain(a64_twins()) {
             if t.arm() == arm.name() && t.isa() == isa {
                 out.push((t.name().to_owned(), t.emit(&offer).unwrap()));

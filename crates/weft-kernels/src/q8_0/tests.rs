@@ -758,6 +758,7 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
 
 /// This thread's CPU time in seconds (`CLOCK_THREAD_CPUTIME_ID`): on a
 /// shared machine, time spent descheduled does not count.
+#[cfg(unix)]
 fn cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -767,6 +768,16 @@ fn cpu_seconds() -> f64 {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime");
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Wall time in seconds where there is no per-thread CPU clock.
+#[cfg(not(unix))]
+fn cpu_seconds() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
 }
 
 /// The speed look's peer: every byte of `bytes` through 64-byte loads into
