@@ -74,9 +74,15 @@ fn every_elementwise_candidate_prices_at_lengths_with_and_without_tails() {
         let arm = ElementwiseArm::new(func);
         let site = |len: u64| Site::new(arm.family(), Geometry::new().with("len", len));
         let first = arm.offer(&site(64), &h).unwrap();
+        // Built for the other ISA, an arm targets that ISA's baseline, where
+        // Cranelift may need a libcall: refused by name, nothing to price.
         let arms: Vec<(Isa, NativeCode)> = [Isa::X86_64, Isa::Aarch64]
             .into_iter()
-            .map(|isa| (isa, arm.build(&first, isa).unwrap()))
+            .filter_map(|isa| match arm.build(&first, isa) {
+                Ok(code) => Some((isa, code)),
+                Err(e) if isa != h.isa && e.name() == "compile-error" => None,
+                Err(e) => panic!("{} {isa:?}: {e}", arm.name()),
+            })
             .collect();
         let twins: Vec<(Box<dyn Twin>, NativeCode)> = x64_twins()
             .into_iter()
