@@ -17,7 +17,7 @@
 //!   rounding and twins match their arms bit for bit, so
 //!   [`Engine::digest`] (SHA-256 of every step's logits) is the same with
 //!   `WEFT_NATIVE_EMIT=off` and `on`, on any number of threads.
-//! - **The reference is independent.** [`reference`] evaluates the same
+//! - **The reference is independent.** [`mod@reference`] evaluates the same
 //!   model in f64 plain loops; the plan differs from it only by rounding.
 //! - **Bad input is a named error** ([`ModelError`], [`EngineError`]):
 //!   malformed files, shapes the forward pass does not serve, unknown
