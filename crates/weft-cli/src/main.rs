@@ -224,7 +224,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         .filter(|s| matches!(s.kind, Kind::Twin { .. }))
         .count();
     eprintln!(
-        "weft: {} ({:?}) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; {threads} thread{}",
+        "weft: {} ({} layers) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; {threads} thread{}",
         match &model.source {
             weft_llm::Source::File(p) => p.display().to_string(),
             weft_llm::Source::Embedded => "embedded model".to_owned(),
