@@ -58,19 +58,9 @@ impl VectorReg {
 
     /// The xmm register with the same number (the low 128 bits).
     pub fn xmm(self) -> AsmRegisterXmm {
-        XMM[self.number() & 31]
+        crate::regs::XMM[self.number() & 31]
     }
 }
-
-/// xmm0..=xmm31 by number.
-const XMM: [AsmRegisterXmm; 32] = {
-    use iced_x86::code_asm::registers::xmm::*;
-    [
-        xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13,
-        xmm14, xmm15, xmm16, xmm17, xmm18, xmm19, xmm20, xmm21, xmm22, xmm23, xmm24, xmm25, xmm26,
-        xmm27, xmm28, xmm29, xmm30, xmm31,
-    ]
-};
 
 impl From<AsmRegisterXmm> for VectorReg {
     fn from(r: AsmRegisterXmm) -> Self {
@@ -262,7 +252,7 @@ impl Emitter {
         let xmms: Vec<AsmRegisterXmm> = self
             .abi
             .callee_saved_vectors()
-            .map(|n| XMM[usize::from(n) & 31])
+            .map(|n| crate::regs::XMM[usize::from(n) & 31])
             .filter(|x| clobbers.contains(Register::from(*x)))
             .collect();
         // On entry rsp = 8 (mod 16); each push adds 8 more.

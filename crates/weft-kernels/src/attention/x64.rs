@@ -79,9 +79,9 @@ use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
     byte_ptr, dword_bcst, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, k6, k7, qword_ptr, r10,
     r10d, r11, r12, r13, r14, r15, r8, r9, r9d, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp,
-    xmmword_ptr, ymmword_ptr, zmmword_ptr, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
-    CodeLabel,
+    xmmword_ptr, ymmword_ptr, zmmword_ptr, AsmRegisterZmm, CodeLabel,
 };
+use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::arm::ARM_NAME;
@@ -215,93 +215,6 @@ unsafe impl Twin for AttentionX64 {
 }
 
 // ---------------------------------------------------------------- frame ---
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm::zmm0,
-    zmm::zmm1,
-    zmm::zmm2,
-    zmm::zmm3,
-    zmm::zmm4,
-    zmm::zmm5,
-    zmm::zmm6,
-    zmm::zmm7,
-    zmm::zmm8,
-    zmm::zmm9,
-    zmm::zmm10,
-    zmm::zmm11,
-    zmm::zmm12,
-    zmm::zmm13,
-    zmm::zmm14,
-    zmm::zmm15,
-    zmm::zmm16,
-    zmm::zmm17,
-    zmm::zmm18,
-    zmm::zmm19,
-    zmm::zmm20,
-    zmm::zmm21,
-    zmm::zmm22,
-    zmm::zmm23,
-    zmm::zmm24,
-    zmm::zmm25,
-    zmm::zmm26,
-    zmm::zmm27,
-    zmm::zmm28,
-    zmm::zmm29,
-    zmm::zmm30,
-    zmm::zmm31,
-];
-const YMM: [AsmRegisterYmm; 16] = [
-    ymm::ymm0,
-    ymm::ymm1,
-    ymm::ymm2,
-    ymm::ymm3,
-    ymm::ymm4,
-    ymm::ymm5,
-    ymm::ymm6,
-    ymm::ymm7,
-    ymm::ymm8,
-    ymm::ymm9,
-    ymm::ymm10,
-    ymm::ymm11,
-    ymm::ymm12,
-    ymm::ymm13,
-    ymm::ymm14,
-    ymm::ymm15,
-];
-const XMM: [AsmRegisterXmm; 32] = [
-    xmm::xmm0,
-    xmm::xmm1,
-    xmm::xmm2,
-    xmm::xmm3,
-    xmm::xmm4,
-    xmm::xmm5,
-    xmm::xmm6,
-    xmm::xmm7,
-    xmm::xmm8,
-    xmm::xmm9,
-    xmm::xmm10,
-    xmm::xmm11,
-    xmm::xmm12,
-    xmm::xmm13,
-    xmm::xmm14,
-    xmm::xmm15,
-    xmm::xmm16,
-    xmm::xmm17,
-    xmm::xmm18,
-    xmm::xmm19,
-    xmm::xmm20,
-    xmm::xmm21,
-    xmm::xmm22,
-    xmm::xmm23,
-    xmm::xmm24,
-    xmm::xmm25,
-    xmm::xmm26,
-    xmm::xmm27,
-    xmm::xmm28,
-    xmm::xmm29,
-    xmm::xmm30,
-    xmm::xmm31,
-];
 
 /// Constant slots (32 bytes each: eight copies, or the first dword for
 /// AVX-512 `{1to16}` broadcasts), by index.

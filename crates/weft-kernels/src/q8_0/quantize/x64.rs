@@ -21,11 +21,11 @@
 //! Win64 ([`QuantizeX64::with_abi`]); constants are built in registers.
 
 use weft_kernel::{Feature, Isa, LoopAnnotation, NativeCode, Offer, Refusal, Twin};
-use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
     ax, dword_ptr, eax, k1, k2, k3, qword_ptr, r8, r9, rax, rcx, rdx, rsi, word_ptr, xmmword_ptr,
-    ymmword_ptr, zmmword_ptr, AsmRegister64, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
+    ymmword_ptr, zmmword_ptr, AsmRegister64,
 };
+use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::super::{BLOCK_BYTES, BLOCK_LEN};
@@ -142,31 +142,6 @@ unsafe impl Twin for QuantizeX64 {
 }
 
 // ---------------------------------------------------------------- body ---
-
-const ZMM: [AsmRegisterZmm; 32] = {
-    use zmm::*;
-    [
-        zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13,
-        zmm14, zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26,
-        zmm27, zmm28, zmm29, zmm30, zmm31,
-    ]
-};
-const YMM: [AsmRegisterYmm; 32] = {
-    use ymm::*;
-    [
-        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
-        ymm14, ymm15, ymm16, ymm17, ymm18, ymm19, ymm20, ymm21, ymm22, ymm23, ymm24, ymm25, ymm26,
-        ymm27, ymm28, ymm29, ymm30, ymm31,
-    ]
-};
-const XMM: [AsmRegisterXmm; 32] = {
-    use xmm::*;
-    [
-        xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13,
-        xmm14, xmm15, xmm16, xmm17, xmm18, xmm19, xmm20, xmm21, xmm22, xmm23, xmm24, xmm25, xmm26,
-        xmm27, xmm28, xmm29, xmm30, xmm31,
-    ]
-};
 
 // GPRs (all caller-saved in SysV; Win64 saves rsi, which the frame does).
 const PX: AsmRegister64 = rsi;
