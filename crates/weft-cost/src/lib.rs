@@ -74,7 +74,7 @@ mod freq;
 mod model;
 pub mod table;
 
-use weft_kernel::{Host, Isa, LoopTrip, NativeCode, Offer, Price, PriceModel};
+use weft_kernel::{Host, Isa, LoopTrip, NativeCode, Offer, Price, PriceModel, Residency};
 
 pub use class::{Class, Width};
 pub use model::Bound;
@@ -277,7 +277,16 @@ impl Roofline {
     /// `max(flops / peak, bytes / bandwidth)` in cycles, with the working
     /// set taken as the bytes the offer moves.
     pub fn floor(&self, flops: u64, bytes: u64) -> (f64, MemoryLevel) {
-        let level = self.level(bytes);
+        self.floor_at(flops, bytes, Residency::Cached)
+    }
+
+    /// [`Roofline::floor`] for data at `residency`: streamed data comes
+    /// from main memory whatever its size.
+    pub fn floor_at(&self, flops: u64, bytes: u64, residency: Residency) -> (f64, MemoryLevel) {
+        let level = match residency {
+            Residency::Cached => self.level(bytes),
+            Residency::Streamed => MemoryLevel::Dram,
+        };
         let bw = self.bandwidth[level as usize];
         let compute = flops as f64 / self.peak_flops;
         let memory = bytes as f64 / bw;
@@ -415,14 +424,26 @@ impl CostModel {
         }
     }
 
-    /// Price `code` at the geometry `nest` and `offer` describe.
-    /// Deterministic; refuses by name when the code cannot be priced or its
-    /// loops do not match `nest`.
+    /// Price `code` at the geometry `nest` and `offer` describe, its data
+    /// cached. Deterministic; refuses by name when the code cannot be
+    /// priced or its loops do not match `nest`.
     pub fn price(
         &self,
         code: &NativeCode,
         nest: &[LoopTrip],
         offer: &Offer,
+    ) -> Result<Priced, CostError> {
+        self.price_at(code, nest, offer, Residency::Cached)
+    }
+
+    /// [`CostModel::price`] with the site's data at `residency` (which
+    /// moves only the roofline floor: the loops cost what they cost).
+    pub fn price_at(
+        &self,
+        code: &NativeCode,
+        nest: &[LoopTrip],
+        offer: &Offer,
+        residency: Residency,
     ) -> Result<Priced, CostError> {
         if code.isa != self.isa {
             return Err(CostError::WrongIsa {
@@ -471,7 +492,9 @@ impl CostModel {
                 body: c.body,
             });
         }
-        let (floor, level) = self.roofline.floor(offer.flops, offer.bytes_moved);
+        let (floor, level) = self
+            .roofline
+            .floor_at(offer.flops, offer.bytes_moved, residency);
         Ok(Priced {
             price: Price {
                 cycles: total.max(floor),
@@ -584,5 +607,25 @@ pub fn bare_offer(flops: u64, bytes_moved: u64) -> Offer {
         loops: Vec::new(),
         flops,
         bytes_moved,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_data_is_floored_at_main_memory_whatever_its_size() {
+        let r = *CostModel::instruction_count(Isa::X86_64).roofline();
+        let small = 4 << 10;
+        assert_eq!(r.floor(0, small).1, MemoryLevel::L1);
+        let (cached, _) = r.floor_at(0, small, Residency::Cached);
+        let (streamed, level) = r.floor_at(0, small, Residency::Streamed);
+        assert_eq!(level, MemoryLevel::Dram);
+        assert_eq!(
+            streamed,
+            small as f64 / r.bandwidth[MemoryLevel::Dram as usize]
+        );
+        assert!(streamed > cached);
     }
 }

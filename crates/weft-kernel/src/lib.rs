@@ -565,6 +565,22 @@ impl fmt::Debug for Operand {
     }
 }
 
+/// Where a site's data is when the site is called: what the roofline floor
+/// assumes and what a micro-race reproduces.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub enum Residency {
+    /// In the cache level its size fits: the plan comes back to the site's
+    /// data before other work evicts it (the default).
+    #[default]
+    Cached,
+    /// In main memory at every call: between two calls the plan touches
+    /// more data than the last-level cache holds (a language model's
+    /// weights), so each call streams its operands in anew.
+    Streamed,
+}
+
 /// A site: where a kernel of `family` runs at `geometry`, with the constant
 /// operands (if any) that candidates may repack at plan time.
 #[derive(Clone, Debug)]
@@ -575,6 +591,8 @@ pub struct Site {
     pub geometry: Geometry,
     /// Constant operands known at plan time, by name.
     pub operands: Vec<Operand>,
+    /// Where the site's data is when it is called.
+    pub residency: Residency,
 }
 
 impl Site {
@@ -584,7 +602,14 @@ impl Site {
             family,
             geometry,
             operands: Vec::new(),
+            residency: Residency::Cached,
         }
+    }
+
+    /// This site with its data at `residency` when it is called.
+    pub fn with_residency(mut self, residency: Residency) -> Self {
+        self.residency = residency;
+        self
     }
 
     /// This site with the constant operand `name` set to `bytes`.

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use weft_kernel::{Family, KernelArgs, Refusal, Site};
+use weft_kernel::{Family, KernelArgs, Refusal, Residency, Site};
 use weft_kernels::attention::{self, AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_kernels::q8_0::quantize::{self, Q8QuantizeArgs};
 use weft_kernels::q8_0::{self, Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
@@ -168,17 +168,46 @@ fn attention_shape(c: &Config, lk: usize) -> AttentionShape {
     }
 }
 
-/// The sites of `c`'s plan, named by [`SITE_NAMES`].
+/// Bytes of Q8_0 weights one decode step reads: every layer's seven
+/// matrices and the output projection.
+pub fn weight_bytes(c: &Config) -> u64 {
+    let (d, kvd, f) = (c.dim as u64, c.kv_dim() as u64, c.hidden as u64);
+    let per_layer = 2 * d * d + 2 * kvd * d + 3 * f * d;
+    let weights = c.layers as u64 * per_layer + c.vocab as u64 * d;
+    weights / BLOCK_LEN as u64 * BLOCK_BYTES as u64
+}
+
+/// Where the matrix-vector sites find their weights on `host`: streamed
+/// from memory when one step's weights do not fit in the last-level cache
+/// (each matrix is then evicted before the next step comes back to it),
+/// cached otherwise. A host that does not say its last-level cache is
+/// taken to have 32 MiB.
+pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
+    let llc = host
+        .caches
+        .l3
+        .or(host.caches.l2)
+        .map_or(32 << 20, u64::from);
+    if weight_bytes(c) > llc {
+        Residency::Streamed
+    } else {
+        Residency::Cached
+    }
+}
+
+/// The sites of `c`'s plan on this host, named by [`SITE_NAMES`].
 pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
     let ops = Ops::new(c).map_err(|(site, refusal)| EngineError::Refused { site, refusal })?;
     fn nest<O: NestOp>(op: &O) -> Site {
         Site::new(Family(O::FAMILY), op.geometry())
     }
+    let weights = weight_residency(c, weft_host::host());
     let matvec = |rows: usize, cols: usize| {
         Site::new(
             Family(q8_0::FAMILY),
             q8_0::geometry(rows as u64, cols as u64, 1),
         )
+        .with_residency(weights)
     };
     let quant =
         |cols: usize| Site::new(Family(quantize::FAMILY), quantize::geometry(cols as u64, 1));

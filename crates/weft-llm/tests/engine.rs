@@ -119,3 +119,19 @@ fn a_full_context_and_an_unknown_token_are_named_errors() {
     e.step(2).expect("second");
     assert_eq!(e.step(3).unwrap_err().name(), "context-full");
 }
+
+#[test]
+fn smollm2_weights_are_streamed_past_a_32_mib_cache_and_a_small_model_stays_cached() {
+    use weft_kernel::Residency;
+    use weft_llm::engine::{weight_bytes, weight_residency};
+    let smol = Config::smollm2_135m();
+    // 30 layers of q, k, v, o, gate, up, down and the 49152 × 576 output,
+    // 34 bytes per 32 weights.
+    assert_eq!(weight_bytes(&smol), 142_884_864);
+    let mut host = weft_host::Host::detect();
+    host.caches.l3 = Some(32 << 20);
+    assert_eq!(weight_residency(&smol, &host), Residency::Streamed);
+    assert_eq!(weight_residency(&small(), &host), Residency::Cached);
+    host.caches.l3 = Some(256 << 20);
+    assert_eq!(weight_residency(&smol, &host), Residency::Cached);
+}

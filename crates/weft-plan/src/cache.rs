@@ -38,12 +38,12 @@ use std::sync::Arc;
 use bincode::Options as _;
 use serde::{Deserialize, Serialize};
 use weft_host::{Fingerprint, Isa};
-use weft_kernel::{Checked, Geometry, LoopAnnotation, NativeCode, Refusal};
+use weft_kernel::{Checked, Geometry, LoopAnnotation, NativeCode, Refusal, Residency};
 
 use crate::hash::ContentHash;
 
 /// The on-disk format; a file of another format is foreign.
-pub const CACHE_FORMAT: u32 = 2;
+pub const CACHE_FORMAT: u32 = 3;
 
 /// Builds whose saved bodies a file keeps (the current one and the most
 /// recent others, so two programs sharing a cache do not evict each other).
@@ -104,13 +104,26 @@ pub struct RaceKey {
     pub b: ContentHash,
     /// Where they were raced.
     pub class: GeometryClass,
+    /// With the data cached or streamed.
+    pub residency: Residency,
 }
 
 impl RaceKey {
-    /// The key of a race between `x` and `y` at `class`, whichever order.
-    pub fn new(x: ContentHash, y: ContentHash, class: GeometryClass) -> RaceKey {
+    /// The key of a race between `x` and `y` at `class` and `residency`,
+    /// whichever order.
+    pub fn new(
+        x: ContentHash,
+        y: ContentHash,
+        class: GeometryClass,
+        residency: Residency,
+    ) -> RaceKey {
         let (a, b) = if x <= y { (x, y) } else { (y, x) };
-        RaceKey { a, b, class }
+        RaceKey {
+            a,
+            b,
+            class,
+            residency,
+        }
     }
 }
 
@@ -628,7 +641,12 @@ mod tests {
         );
         let class = GeometryClass::of(&Geometry::new().with("rows", 576));
         c.put_race(
-            RaceKey::new(ContentHash([9; 16]), ContentHash([3; 16]), class),
+            RaceKey::new(
+                ContentHash([9; 16]),
+                ContentHash([3; 16]),
+                class,
+                Residency::Cached,
+            ),
             SavedRace {
                 winner: Some(ContentHash([3; 16])),
                 a_ns: 1.0,

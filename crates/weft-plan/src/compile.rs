@@ -11,11 +11,18 @@
 //! 2. **The body.** Among the chosen arm and its validated twins (which
 //!    round exactly as the arm does), the cheapest body is chosen.
 //!
-//! In each stage the **exact-tie rule comes first**: among candidates whose
-//! prices are exactly equal and lowest, the first registered — the shipped
-//! arm — is kept. Only then is the gap to the runner-up looked at: more
-//! than the separation and the cheapest wins; less, and a cached
-//! micro-race decides (a race that cannot tell keeps the earlier one).
+//! In each stage the **exact-tie rule comes first**: when the reference —
+//! the shipped arm in stage 1, the chosen arm in stage 2 — is among the
+//! candidates priced exactly alike and lowest, it is kept. Only then is the
+//! gap to the runner-up looked at: more than the separation and the
+//! cheapest wins; less, and a cached micro-race decides (a race that cannot
+//! tell keeps the earlier one). Other candidates tied exactly (twins that
+//! all sit on one roofline floor) cannot be told apart by price either, so
+//! they race in a knockout.
+//!
+//! A site's [`Residency`] goes into both: a streamed site is priced with
+//! its floor at main memory, and races it runs start every call with the
+//! caches evicted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,14 +31,14 @@ use std::time::Instant;
 use weft_host::Host;
 use weft_kernel::{
     require_features, Arm, Contract, FamilyEntry, Geometry, Kernel, KernelArgs, LoopTrip,
-    MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Site, Twin,
-    Workbench,
+    MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Residency, Site,
+    Twin, Workbench,
 };
 use weft_validate::{is_twin_fault, EmitMode};
 
 use crate::cache::{GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict, VerdictKey};
 use crate::hash::ContentHash;
-use crate::race::{race, RaceBudget, Side};
+use crate::race::{race, Evictor, RaceBudget, Side};
 use crate::report::{
     CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
     VerdictReport,
@@ -41,17 +48,30 @@ use crate::{Catalogue, Executor, PlanError};
 /// Prices a body from its bytes at an offer's geometry (weft-cost's
 /// `CostModel` is the engine's; tests may bring their own).
 pub trait Pricer: Send + Sync {
-    /// The price of `code`, whose loops are `nest`, at `offer`'s geometry;
-    /// deterministic (same inputs, same price), so exact ties are well defined.
-    fn price(&self, code: &NativeCode, nest: &[LoopTrip], offer: &Offer) -> Result<Price, String>;
+    /// The price of `code`, whose loops are `nest`, at `offer`'s geometry
+    /// with the site's data at `residency`; deterministic (same inputs,
+    /// same price), so exact ties are well defined.
+    fn price(
+        &self,
+        code: &NativeCode,
+        nest: &[LoopTrip],
+        offer: &Offer,
+        residency: Residency,
+    ) -> Result<Price, String>;
 }
 
 /// weft-cost's model is the planner's pricer: decode, loops matched to the
 /// nest, port table (or instruction counts where the host has none), and the
 /// roofline floor. Its refusals carry their names.
 impl Pricer for weft_cost::CostModel {
-    fn price(&self, code: &NativeCode, nest: &[LoopTrip], offer: &Offer) -> Result<Price, String> {
-        weft_cost::CostModel::price(self, code, nest, offer)
+    fn price(
+        &self,
+        code: &NativeCode,
+        nest: &[LoopTrip],
+        offer: &Offer,
+        residency: Residency,
+    ) -> Result<Price, String> {
+        weft_cost::CostModel::price_at(self, code, nest, offer, residency)
             .map(|p| p.price)
             .map_err(|e| format!("{}: {e}", e.name()))
     }
@@ -149,6 +169,8 @@ pub struct CompiledSite {
     pub family: &'static str,
     /// The geometry.
     pub geometry: Geometry,
+    /// Where the site's data is when it is called.
+    pub residency: Residency,
     /// The chosen candidate.
     pub candidate: &'static str,
     /// Arm or twin.
@@ -187,6 +209,7 @@ pub struct CompiledPlan {
 struct SiteImage<'a> {
     family: &'a str,
     geometry: &'a Geometry,
+    residency: Residency,
     candidate: &'a str,
     kind: &'a Kind,
     contract: &'a Contract,
@@ -218,6 +241,7 @@ impl CompiledPlan {
             .map(|s| SiteImage {
                 family: s.family,
                 geometry: &s.geometry,
+                residency: s.residency,
                 candidate: s.candidate,
                 kind: &s.kind,
                 contract: &s.contract,
@@ -325,11 +349,16 @@ pub struct Planner {
     /// Every body built or read, with the hash of its bytes, by candidate
     /// name (unique in a catalogue) and offer hash; refusals included.
     bodies: HashMap<(&'static str, ContentHash), Built>,
-    /// Prices by (bytes, offer, nest) hashes.
-    prices: HashMap<(ContentHash, ContentHash, ContentHash), Result<Price, String>>,
+    /// Prices by (bytes, offer, nest) hashes and residency.
+    prices: HashMap<PriceKey, Result<Price, String>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
+    /// The buffer streamed sites' races evict the caches with, made on
+    /// first use.
+    evictor: Option<Evictor>,
     stats: CacheReport,
 }
+
+type PriceKey = (ContentHash, ContentHash, ContentHash, Residency);
 
 impl std::fmt::Debug for Planner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -373,6 +402,7 @@ impl Planner {
             options,
             bodies: HashMap::new(),
             prices: HashMap::new(),
+            evictor: None,
             placed: HashMap::new(),
             stats: CacheReport::default(),
         }
@@ -491,7 +521,7 @@ impl Planner {
             });
         }
         let arm_cands: Vec<Cand> = arms;
-        let (ai, rule1, why1) = self.select(&entry, &arm_cands, &site.geometry, &mut reports)?;
+        let (ai, rule1, why1) = self.select(&entry, &arm_cands, site, &mut reports)?;
         let arm_name = arm_cands[ai].name;
         // Twins of arms not chosen are listed, not emitted.
         for t in &entry.twins {
@@ -523,7 +553,14 @@ impl Planner {
             });
             let arm_code = (Arc::clone(&bodies[0].code), bodies[0].hash);
             let offer = Arc::clone(&bodies[0].offer);
-            match self.twin_candidate(&entry, twin.as_ref(), &offer, &arm_code, report) {
+            match self.twin_candidate(
+                &entry,
+                twin.as_ref(),
+                &offer,
+                &arm_code,
+                site.residency,
+                report,
+            ) {
                 Ok((c, verdict)) => {
                     reports[report].verdict = verdict;
                     reports[report].price = Some(price_report(&c.price));
@@ -544,7 +581,7 @@ impl Planner {
         let (bi, rule2, why2) = if bodies.len() == 1 {
             (0, rule1, why1)
         } else {
-            let (bi, rule, why) = self.select(&entry, &bodies, &site.geometry, &mut reports)?;
+            let (bi, rule, why) = self.select(&entry, &bodies, site, &mut reports)?;
             (
                 bi,
                 rule,
@@ -561,6 +598,7 @@ impl Planner {
         let compiled = CompiledSite {
             family: entry.family.name(),
             geometry: site.geometry.clone(),
+            residency: site.residency,
             candidate: chosen.name,
             kind: if bi == 0 {
                 Kind::Arm
@@ -581,6 +619,7 @@ impl Planner {
             index,
             family: entry.family.name().to_owned(),
             geometry: site.geometry.to_string(),
+            residency: site.residency,
             candidates: reports,
             chosen: chosen.name.to_owned(),
             rule: rule2,
@@ -599,7 +638,7 @@ impl Planner {
         let isa = self.host.isa;
         let (code, hash) = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
         let nest = arm.nest(&offer);
-        let price = self.price(&code, hash, &nest, &offer);
+        let price = self.price(&code, hash, &nest, &offer, site.residency);
         Ok(Cand {
             name: arm.name(),
             hash,
@@ -651,19 +690,26 @@ impl Planner {
     }
 
     /// The pricer's price of `code` (whose bytes hash to `hash`), once per
-    /// planner for the same bytes, nest and offer (prices are deterministic).
+    /// planner for the same bytes, nest, offer and residency (prices are
+    /// deterministic).
     fn price(
         &mut self,
         code: &NativeCode,
         hash: ContentHash,
         nest: &[LoopTrip],
         offer: &Offer,
+        residency: Residency,
     ) -> Result<Price, String> {
-        let key = (hash, offer_hash(offer), ContentHash::of_value(&nest));
+        let key = (
+            hash,
+            offer_hash(offer),
+            ContentHash::of_value(&nest),
+            residency,
+        );
         if let Some(p) = self.prices.get(&key) {
             return p.clone();
         }
-        let p = self.pricer.price(code, nest, offer);
+        let p = self.pricer.price(code, nest, offer, residency);
         self.prices.insert(key, p.clone());
         p
     }
@@ -675,6 +721,7 @@ impl Planner {
         twin: &dyn Twin,
         offer: &Arc<Offer>,
         (arm_code, arm_hash): &(Arc<NativeCode>, ContentHash),
+        residency: Residency,
         report: usize,
     ) -> Result<(Cand, VerdictReport), (Refusal, bool)> {
         if self.options.mode == EmitMode::Off {
@@ -749,7 +796,7 @@ impl Planner {
             }
         };
         let nest = twin.nest(offer);
-        let price = self.price(&code, twin_hash, &nest, offer);
+        let price = self.price(&code, twin_hash, &nest, offer, residency);
         Ok((
             Cand {
                 name: twin.name(),
@@ -770,14 +817,20 @@ impl Planner {
         &mut self,
         entry: &FamilyEntry,
         cands: &[Cand],
-        geometry: &Geometry,
+        site: &Site,
         reports: &mut [CandidateReport],
     ) -> Result<(usize, Rule, String), PlanError> {
         if cands.len() == 1 {
             return Ok((0, Rule::Only, "the only candidate".to_owned()));
         }
         if cands[0].price.is_err() {
-            return self.knockout(entry, cands, geometry, reports);
+            let all: Vec<usize> = (0..cands.len()).collect();
+            return Ok(self.knockout(entry, cands, &all, site, reports, || {
+                format!(
+                    "{} cannot be priced and no race could run, so it is kept",
+                    cands[0].name
+                )
+            }));
         }
         let priced: Vec<(usize, f64)> = cands
             .iter()
@@ -794,13 +847,33 @@ impl Planner {
             .collect();
         let best = cheapest[0];
         if cheapest.len() > 1 {
-            return Ok((
-                best,
-                Rule::ExactTie,
+            let why = || {
                 format!(
                     "{} candidates priced exactly {min:.0} cycles; the first registered is kept",
                     cheapest.len()
+                )
+            };
+            if best == 0 {
+                return Ok((best, Rule::ExactTie, why()));
+            }
+            // The reference is dearer; the tied others are one price the
+            // model cannot split (a shared floor): they race.
+            let (i, rule, race_why) = self.knockout(entry, cands, &cheapest, site, reports, why);
+            let why = match rule {
+                Rule::Race => format!(
+                    "{} candidates priced exactly {min:.0} cycles raced: {race_why}",
+                    cheapest.len()
                 ),
+                _ => race_why,
+            };
+            return Ok((
+                i,
+                if rule == Rule::Race {
+                    rule
+                } else {
+                    Rule::ExactTie
+                },
+                why,
             ));
         }
         let runner = priced
@@ -836,50 +909,57 @@ impl Planner {
                 ),
             ));
         }
-        Ok(self.race_pair(entry, cands, first, second, geometry, reports))
+        Ok(self.race_pair(entry, cands, first, second, site, reports))
     }
 
-    /// When the reference cannot be priced, prices cannot show anything
-    /// cheaper than it: the candidates race instead, the reference against
-    /// each other in registration order, the winner going on (a knockout
-    /// of short races, each cached). Without racing (or a bench) the
-    /// reference is kept.
+    /// When prices cannot order `among` (the reference unpriced, or several
+    /// priced exactly alike), they race instead: the first against the next
+    /// in registration order, the winner going on (a knockout of short
+    /// races, each cached). Without racing (or a bench), or when no race
+    /// tells, the first of `among` is kept for the reason `kept` gives.
     fn knockout(
         &mut self,
         entry: &FamilyEntry,
         cands: &[Cand],
-        geometry: &Geometry,
+        among: &[usize],
+        site: &Site,
         reports: &mut [CandidateReport],
-    ) -> Result<(usize, Rule, String), PlanError> {
-        let unpriced = (
-            0,
-            Rule::Unpriced,
-            format!(
-                "{} cannot be priced and no race could run, so it is kept",
-                cands[0].name
-            ),
-        );
+        kept: impl FnOnce() -> String,
+    ) -> (usize, Rule, String) {
+        let first = among[0];
+        let keep = |why: String| {
+            let rule = if cands[first].price.is_err() {
+                Rule::Unpriced
+            } else {
+                Rule::ExactTie
+            };
+            (first, rule, why)
+        };
         if !self.options.racing || entry.bench.is_none() {
-            return Ok(unpriced);
+            return keep(kept());
         }
-        let mut champion = 0usize;
+        let mut champion = first;
         let mut last = None;
-        for challenger in 1..cands.len() {
-            let (i, rule, why) =
-                self.race_pair(entry, cands, champion, challenger, geometry, reports);
+        for &challenger in &among[1..] {
+            let (a, b) = (champion.min(challenger), champion.max(challenger));
+            let (i, rule, why) = self.race_pair(entry, cands, a, b, site, reports);
             if rule == Rule::Race {
                 champion = i;
                 last = Some(why);
             }
         }
-        Ok(match last {
-            Some(why) => (
+        match last {
+            Some(why) if cands[first].price.is_err() => (
                 champion,
                 Rule::Race,
-                format!("{} cannot be priced, so they raced: {why}", cands[0].name),
+                format!(
+                    "{} cannot be priced, so they raced: {why}",
+                    cands[first].name
+                ),
             ),
-            None => unpriced,
-        })
+            Some(why) => (champion, Rule::Race, why),
+            None => keep(kept()),
+        }
     }
 
     /// Race `cands[first]` against `cands[second]` (`first` the earlier),
@@ -891,14 +971,15 @@ impl Planner {
         cands: &[Cand],
         first: usize,
         second: usize,
-        geometry: &Geometry,
+        site: &Site,
         reports: &mut [CandidateReport],
     ) -> (usize, Rule, String) {
         let keep = |why: String| (first, Rule::RaceTie, why);
         let key = RaceKey::new(
             cands[first].hash,
             cands[second].hash,
-            GeometryClass::of(geometry),
+            GeometryClass::of(&site.geometry),
+            site.residency,
         );
         let (saved, cached) = match self.cache.race(&key) {
             Some(s) => {
@@ -908,7 +989,7 @@ impl Planner {
             None if self.options.saved_only => {
                 return keep("too close to call and no saved race; the earlier is kept".into())
             }
-            None => match self.run_race(entry, &cands[first], &cands[second]) {
+            None => match self.run_race(entry, &cands[first], &cands[second], site.residency) {
                 Ok(s) => {
                     self.stats.races += 1;
                     self.cache.put_race(key.clone(), s.clone());
@@ -959,7 +1040,13 @@ impl Planner {
         }
     }
 
-    fn run_race(&mut self, entry: &FamilyEntry, a: &Cand, b: &Cand) -> Result<SavedRace, Refusal> {
+    fn run_race(
+        &mut self,
+        entry: &FamilyEntry,
+        a: &Cand,
+        b: &Cand,
+        residency: Residency,
+    ) -> Result<SavedRace, Refusal> {
         // Both bodies must run on one bench: same argument struct, same
         // packed layouts (always so for an arm and its twins).
         if a.offer.contract.args != b.offer.contract.args
@@ -983,10 +1070,26 @@ impl Planner {
         let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
         let pa = self.placed_code(&a.code, a.hash)?;
         let pb = self.placed_code(&b.code, b.hash)?;
+        let evictor = match residency {
+            Residency::Cached => None,
+            Residency::Streamed => Some(
+                &*self
+                    .evictor
+                    .get_or_insert_with(|| Evictor::for_host(&self.host)),
+            ),
+        };
         // SAFETY: both bodies were built by an `Arm` or `Twin` for an offer
         // of this site taking the same argument struct and operand layouts
         // (checked above) as the offer `prepared` was made for.
-        let out = unsafe { race(prepared.as_mut(), &pa, &pb, &self.options.race_budget)? };
+        let out = unsafe {
+            race(
+                prepared.as_mut(),
+                &pa,
+                &pb,
+                &self.options.race_budget,
+                evictor,
+            )?
+        };
         let (ha, hb) = (a.hash, b.hash);
         let winner = out.winner.map(|s| match s {
             Side::A => ha,

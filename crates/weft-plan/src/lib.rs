@@ -15,7 +15,11 @@
 //!
 //! In each stage the exact-tie rule comes first (the first registered, the
 //! shipped arm, is kept), then price, then a cached micro-race when prices
-//! are too close to call. A [`CompiledPlan`] hands out typed
+//! are too close to call (or when candidates other than the arm tie
+//! exactly, as memory-bound twins do on one roofline floor). A site's
+//! [`Residency`](weft_kernel::Residency) moves its floor to main memory
+//! and makes its races start every call with the caches evicted. A
+//! [`CompiledPlan`] hands out typed
 //! [`SiteKernel`]s that an [`Executor`] (a persistent thread pool) runs,
 //! splitting each call over the offer's member views. The per-host
 //! [`PlanCache`] keeps verdicts, races and (for the same executable)

@@ -11,11 +11,61 @@
 //! call of each side; a side wins only if its median is lower by more than
 //! [`RaceBudget::margin`], otherwise the race is a tie and the planner's
 //! tie rule stands.
+//!
+//! A site whose data is streamed (see `weft_kernel::Residency`) is raced
+//! cold: before every timed call an [`Evictor`] reads a buffer twice the
+//! last-level cache, and each sample is that one call, so both sides meet
+//! their operands in main memory as the plan will.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weft_kernel::{Bench, PlacedCode, Refusal};
+use weft_kernel::{Bench, Host, PlacedCode, Refusal};
+
+/// Last-level cache assumed when the host does not say (this is larger
+/// than most; an evictor too large only costs time).
+const DEFAULT_LLC: usize = 32 << 20;
+
+/// A buffer that, read end to end, leaves none of a race's operands in any
+/// cache level.
+pub struct Evictor {
+    lines: Vec<u64>,
+}
+
+impl std::fmt::Debug for Evictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Evictor({} bytes)", self.lines.len() * 8)
+    }
+}
+
+impl Evictor {
+    /// Twice `host`'s last-level cache (levels may be exclusive of each
+    /// other, so the sum is what has to be displaced).
+    pub fn for_host(host: &Host) -> Evictor {
+        let c = &host.caches;
+        let llc = c.l3.or(c.l2).map_or(DEFAULT_LLC, |b| b as usize);
+        let bytes = 2 * (llc + c.l2.unwrap_or(0) as usize + c.l1d.unwrap_or(0) as usize);
+        Evictor::with_bytes(bytes)
+    }
+
+    /// An evictor of `bytes` (rounded up to 8).
+    pub fn with_bytes(bytes: usize) -> Evictor {
+        // Written, not zeroed: untouched zero pages all map one physical
+        // page and would evict nothing.
+        Evictor {
+            lines: (0..bytes.div_ceil(8) as u64).collect(),
+        }
+    }
+
+    /// Read the buffer, one load per cache line.
+    pub fn evict(&self) {
+        let mut sum = 0u64;
+        for line in self.lines.iter().step_by(8) {
+            sum = sum.wrapping_add(*line);
+        }
+        std::hint::black_box(sum);
+    }
+}
 
 /// How long and how hard a race may run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,7 +129,8 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Race `a` against `b` on `bench`.
+/// Race `a` against `b` on `bench`; with an `evictor`, every timed call
+/// starts from caches it has emptied (one call per sample).
 ///
 /// # Safety
 ///
@@ -90,9 +141,13 @@ pub unsafe fn race(
     a: &Arc<PlacedCode>,
     b: &Arc<PlacedCode>,
     budget: &RaceBudget,
+    evictor: Option<&Evictor>,
 ) -> Result<RaceOutcome, Refusal> {
     let start = Instant::now();
     let mut time = |code: &Arc<PlacedCode>, calls: u32| -> Result<f64, Refusal> {
+        if let Some(e) = evictor {
+            e.evict();
+        }
         let t = Instant::now();
         for _ in 0..calls {
             // SAFETY: the caller promises both bodies were built for the
@@ -103,7 +158,11 @@ pub unsafe fn race(
     };
     // Warm up and size the samples from the slower side.
     let once = time(a, 1)?.max(time(b, 1)?).max(1.0);
-    let calls = ((budget.min_sample.as_nanos() as f64 / once).ceil() as u32).clamp(1, 1 << 16);
+    let calls = match evictor {
+        // A second call would find the first one's data in cache.
+        Some(_) => 1,
+        None => ((budget.min_sample.as_nanos() as f64 / once).ceil() as u32).clamp(1, 1 << 16),
+    };
     let mut sa = Vec::new();
     let mut sb = Vec::new();
     let mut rounds = 0u32;
@@ -137,7 +196,16 @@ pub unsafe fn race(
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::{median, Evictor};
+
+    #[test]
+    fn an_evictor_is_written_so_its_pages_are_real() {
+        let e = Evictor::with_bytes(1 << 20);
+        assert_eq!(e.lines.len(), 1 << 17);
+        // Distinct values: no page of it can be the shared zero page.
+        assert!(e.lines.iter().enumerate().all(|(i, &v)| v == i as u64));
+        e.evict();
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use weft_kernel::Residency;
 
 /// The whole report of one compile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +54,8 @@ pub struct SiteReport {
     pub family: String,
     /// The geometry, as `name=extent` pairs.
     pub geometry: String,
+    /// Where the site's data is when it is called.
+    pub residency: Residency,
     /// Every candidate the catalogue has for the family.
     pub candidates: Vec<CandidateReport>,
     /// The chosen candidate's name.
@@ -194,7 +197,15 @@ impl fmt::Display for SelectionReport {
         )?;
         for s in &self.sites {
             writeln!(f)?;
-            writeln!(f, "site {} {} [{}]", s.index, s.family, s.geometry)?;
+            let streamed = match s.residency {
+                Residency::Cached => "",
+                Residency::Streamed => " streamed",
+            };
+            writeln!(
+                f,
+                "site {} {} [{}]{streamed}",
+                s.index, s.family, s.geometry
+            )?;
             for c in &s.candidates {
                 let mark = if c.name == s.chosen { "*" } else { " " };
                 let verdict = match &c.verdict {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use weft_host::{Host, Isa};
 use weft_kernel::{
     Arm, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel, Refusal,
-    Site, Twin,
+    Residency, Site, Twin,
 };
 use weft_kernels::q8_0::arm::Q8MatvecArm;
 use weft_kernels::q8_0::validation::{random_activations, random_weights, Q8Bench, Q8Validation};
@@ -30,6 +30,7 @@ impl Pricer for BytesPricer {
         code: &NativeCode,
         _nest: &[LoopTrip],
         _offer: &Offer,
+        _residency: Residency,
     ) -> Result<Price, String> {
         let extra = if code.bytes.len() % 2 == 1 {
             self.odd_bias
@@ -440,9 +441,97 @@ fn real_twins_race_the_arm_when_the_model_cannot_separate_them() {
 struct NoPricer;
 
 impl Pricer for NoPricer {
-    fn price(&self, _: &NativeCode, _: &[LoopTrip], _: &Offer) -> Result<Price, String> {
+    fn price(
+        &self,
+        _: &NativeCode,
+        _: &[LoopTrip],
+        _: &Offer,
+        _: Residency,
+    ) -> Result<Price, String> {
         Err("nest-mismatch: stand-in".to_owned())
     }
+}
+
+/// A cost model where every twin sits on one floor below the arm, as
+/// memory-bound twins of a streamed site do; it records the residency it
+/// was asked about. The planner prices a site's arm before its twins, and
+/// each test site below has its own residency, so the first body priced at
+/// a residency is that site's arm.
+struct FloorPricer {
+    asked: std::sync::Mutex<Vec<Residency>>,
+}
+
+impl Pricer for FloorPricer {
+    fn price(
+        &self,
+        _: &NativeCode,
+        _: &[LoopTrip],
+        _: &Offer,
+        residency: Residency,
+    ) -> Result<Price, String> {
+        let mut asked = self.asked.lock().expect("lock");
+        let arm = !asked.contains(&residency);
+        asked.push(residency);
+        let cycles = if arm { 1e9 } else { 1e6 };
+        Ok(Price {
+            cycles,
+            floor: 1e6,
+            model: PriceModel::Roofline,
+        })
+    }
+}
+
+fn runnable_twins(twins: &[Arc<dyn Twin>]) -> usize {
+    let host = Host::detect();
+    twins
+        .iter()
+        .filter(|t| {
+            t.isa() == host.isa && weft_kernel::require_features(&host, t.requires()).is_ok()
+        })
+        .count()
+}
+
+#[test]
+fn twins_tied_exactly_below_the_arm_race_and_streamed_races_are_kept_apart() {
+    let twins = f32x4_twins();
+    if runnable_twins(&twins) < 2 {
+        return; // fewer than two twins run here: no tie among twins
+    }
+    let pricer = Arc::new(FloorPricer {
+        asked: Default::default(),
+    });
+    let mut p = Planner::new(
+        catalogue(twins),
+        Host::detect(),
+        pricer.clone(),
+        Options {
+            racing: true,
+            race_budget: weft_plan::RaceBudget {
+                max_time: std::time::Duration::from_millis(5),
+                min_rounds: 3,
+                ..Default::default()
+            },
+            ..options(EmitMode::On)
+        },
+    );
+    let g = q8_0::geometry(64, 256, 1);
+    let cached = Site::new(Family(q8_0::FAMILY), g.clone());
+    let streamed = cached.clone().with_residency(Residency::Streamed);
+    let plan = p.compile(&[cached, streamed]).expect("compile");
+    let report = plan.report();
+    let n = runnable_twins(&f32x4_twins());
+    // A knockout among the n tied twins per site: n - 1 races each, none
+    // shared between the cached and the streamed site.
+    assert_eq!(report.cache.races, 2 * (n - 1), "{report}");
+    for s in &report.sites {
+        assert!(matches!(s.rule, Rule::Race | Rule::ExactTie), "{report}");
+        assert_ne!(s.chosen, q8_0::arm::ARM_NAME, "{report}");
+        assert!(s.candidates.iter().filter(|c| c.race.is_some()).count() >= 2);
+    }
+    assert_eq!(report.sites[1].residency, Residency::Streamed);
+    assert_eq!(plan.sites()[1].residency, Residency::Streamed);
+    let asked = pricer.asked.lock().expect("lock");
+    assert!(asked.contains(&Residency::Cached) && asked.contains(&Residency::Streamed));
 }
 
 #[test]
