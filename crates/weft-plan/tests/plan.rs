@@ -144,6 +144,19 @@ fn options(mode: EmitMode) -> Options {
     }
 }
 
+/// Options that race, briefly (tests want the decision, not the figures).
+fn racing_options() -> Options {
+    Options {
+        racing: true,
+        race_budget: weft_plan::RaceBudget {
+            max_time: std::time::Duration::from_millis(5),
+            min_rounds: 3,
+            ..Default::default()
+        },
+        ..options(EmitMode::On)
+    }
+}
+
 fn planner(c: Catalogue, mode: EmitMode) -> Planner {
     Planner::new(
         c,
@@ -504,15 +517,7 @@ fn twins_tied_exactly_below_the_arm_race_and_streamed_races_are_kept_apart() {
         catalogue(twins),
         Host::detect(),
         pricer.clone(),
-        Options {
-            racing: true,
-            race_budget: weft_plan::RaceBudget {
-                max_time: std::time::Duration::from_millis(5),
-                min_rounds: 3,
-                ..Default::default()
-            },
-            ..options(EmitMode::On)
-        },
+        racing_options(),
     );
     let g = q8_0::geometry(64, 256, 1);
     let cached = Site::new(Family(q8_0::FAMILY), g.clone());
@@ -545,15 +550,7 @@ fn candidates_race_when_the_arm_cannot_be_priced() {
         catalogue(twins),
         Host::detect(),
         Arc::new(NoPricer),
-        Options {
-            racing: true,
-            race_budget: weft_plan::RaceBudget {
-                max_time: std::time::Duration::from_millis(5),
-                min_rounds: 3,
-                ..Default::default()
-            },
-            ..options(EmitMode::On)
-        },
+        racing_options(),
     );
     let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(256, 512, 1))];
     let plan = p.compile(&site).expect("compile");
