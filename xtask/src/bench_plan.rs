@@ -48,7 +48,11 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
             q8_0::quantize::geometry(cols, batch),
         )
     };
-    let matvec = |rows, cols| site(q8_0::FAMILY, q8_0::geometry(rows, cols, batch));
+    // Where the model's weights are on this host, as the engine says.
+    let weights =
+        weft_llm::engine::weight_residency(&weft_llm::Config::smollm2_135m(), weft_host::host());
+    let matvec =
+        |rows, cols| site(q8_0::FAMILY, q8_0::geometry(rows, cols, batch)).with_residency(weights);
     let add = site(
         Add::FAMILY,
         Add::new((DIM * batch) as usize).map_err(err)?.geometry(),
