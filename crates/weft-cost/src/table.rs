@@ -46,19 +46,28 @@ pub enum TableId {
     Zen4,
     /// Intel Golden Cove (Sapphire Rapids server core, Alder Lake P-core).
     GoldenCove,
+    /// AMD Zen 5 (family 1Ah: EPYC 9005 "Turin"), drafted from Zen 4 and
+    /// corrected by `cargo xtask cost-calibrate` on a Zen 5 machine.
+    Zen5,
     /// Arm Neoverse V2 (AWS Graviton4, NVIDIA Grace).
     NeoverseV2,
 }
 
 impl TableId {
     /// Every shipped table.
-    pub const ALL: [TableId; 3] = [TableId::Zen4, TableId::GoldenCove, TableId::NeoverseV2];
+    pub const ALL: [TableId; 4] = [
+        TableId::Zen4,
+        TableId::GoldenCove,
+        TableId::Zen5,
+        TableId::NeoverseV2,
+    ];
 
     /// The table's text.
     pub fn text(self) -> &'static str {
         match self {
             TableId::Zen4 => include_str!("tables/zen4.table"),
             TableId::GoldenCove => include_str!("tables/golden_cove.table"),
+            TableId::Zen5 => include_str!("tables/zen5.table"),
             TableId::NeoverseV2 => include_str!("tables/neoverse_v2.table"),
         }
     }
@@ -569,6 +578,34 @@ mod tests {
                 assert!(t.citation(tag).is_some(), "{id:?} {what} cites {tag}");
             }
         }
+    }
+
+    #[test]
+    fn zen4_and_zen5_hosts_each_find_their_own_table() {
+        use weft_kernel::Features;
+        let avx512 = [
+            Feature::Avx2,
+            Feature::Fma,
+            Feature::F16c,
+            Feature::Avx512f,
+            Feature::Avx512bw,
+            Feature::Avx512vl,
+            Feature::Avx512vnni,
+            Feature::Avx512bf16,
+        ]
+        .into_iter()
+        .fold(Features::EMPTY, Features::with);
+        let mut host = Host::detect();
+        host.isa = Isa::X86_64;
+        host.vendor = "AuthenticAMD".into();
+        host.model = "AMD EPYC".into();
+        host.features = avx512;
+        assert_eq!(TableId::for_host(&host), Some(TableId::Zen4));
+        // Zen 5 adds the VEX form of VNNI, which Zen 4 lacks.
+        host.features = avx512.with(Feature::AvxVnni);
+        assert_eq!(TableId::for_host(&host), Some(TableId::Zen5));
+        host.vendor = "GenuineIntel".into();
+        assert_ne!(TableId::for_host(&host), Some(TableId::Zen5));
     }
 
     #[test]

@@ -67,7 +67,10 @@ fn every_x64_instruction_of_the_families_has_a_class_and_a_row_in_every_x64_tabl
                 "{name} at {:#x}: {bytes:02x?}",
                 i.offset
             );
-            for id in [TableId::Zen4, TableId::GoldenCove] {
+            for id in TableId::ALL
+                .into_iter()
+                .filter(|id| id.table().isa == Isa::X86_64)
+            {
                 assert!(
                     id.table().has_row(i.class, i.width),
                     "{id:?} has no row {} {} ({name} at {:#x})",
