@@ -180,13 +180,14 @@ pub fn weight_bytes(c: &Config) -> u64 {
 /// Where the matrix-vector sites find their weights on `host`: streamed
 /// from memory when one step's weights do not fit in the last-level cache
 /// (each matrix is then evicted before the next step comes back to it),
-/// cached otherwise. A host that does not say its last-level cache is
-/// taken to have 32 MiB.
+/// cached otherwise. A host that does not say its last-level cache (or
+/// says 0) is taken to have 32 MiB.
 pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
     let llc = host
         .caches
         .l3
         .or(host.caches.l2)
+        .filter(|&b| b > 0)
         .map_or(32 << 20, u64::from);
     if weight_bytes(c) > llc {
         Residency::Streamed

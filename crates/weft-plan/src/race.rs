@@ -26,6 +26,10 @@ use weft_kernel::{Bench, Host, PlacedCode, Refusal};
 /// than most; an evictor too large only costs time).
 const DEFAULT_LLC: usize = 32 << 20;
 
+/// The largest evictor made, whatever the host says (a reported cache of
+/// gigabytes would otherwise cost that much memory and time per call).
+const MAX_EVICTOR: usize = 512 << 20;
+
 /// A buffer that, read end to end, leaves none of a race's operands in any
 /// cache level.
 pub struct Evictor {
@@ -43,9 +47,12 @@ impl Evictor {
     /// other, so the sum is what has to be displaced).
     pub fn for_host(host: &Host) -> Evictor {
         let c = &host.caches;
-        let llc = c.l3.or(c.l2).map_or(DEFAULT_LLC, |b| b as usize);
+        let llc =
+            c.l3.or(c.l2)
+                .filter(|&b| b > 0)
+                .map_or(DEFAULT_LLC, |b| b as usize);
         let bytes = 2 * (llc + c.l2.unwrap_or(0) as usize + c.l1d.unwrap_or(0) as usize);
-        Evictor::with_bytes(bytes)
+        Evictor::with_bytes(bytes.min(MAX_EVICTOR))
     }
 
     /// An evictor of `bytes` (rounded up to 8).
@@ -197,6 +204,18 @@ pub unsafe fn race(
 #[cfg(test)]
 mod tests {
     use super::{median, Evictor};
+
+    #[test]
+    fn an_evictor_covers_twice_the_caches_and_is_capped() {
+        let mut host = weft_kernel::Host::detect();
+        host.caches.l1d = Some(32 << 10);
+        host.caches.l2 = Some(1 << 20);
+        host.caches.l3 = Some(32 << 20);
+        let e = Evictor::for_host(&host);
+        assert_eq!(e.lines.len() * 8, 2 * ((32 << 20) + (1 << 20) + (32 << 10)));
+        host.caches.l3 = Some(2 << 30);
+        assert_eq!(Evictor::for_host(&host).lines.len() * 8, super::MAX_EVICTOR);
+    }
 
     #[test]
     fn an_evictor_is_written_so_its_pages_are_real() {
