@@ -421,6 +421,37 @@ fn twins(
     Ok(v)
 }
 
+/// Per thread count: the arm, every twin, then the streaming-read peer.
+fn candidates(
+    arm: &Arc<Q8MatvecKernel>,
+    twins: &[(&'static str, Arc<Q8MatvecKernel>)],
+) -> Vec<Candidate> {
+    let mut cands = Vec::new();
+    for threads in THREADS {
+        cands.push(Candidate {
+            name: ARM_NAME,
+            kind: Kind::Arm,
+            threads,
+            runner: Runner::Kernel(Arc::clone(arm)),
+        });
+        for (name, k) in twins {
+            cands.push(Candidate {
+                name,
+                kind: Kind::Twin,
+                threads,
+                runner: Runner::Kernel(Arc::clone(k)),
+            });
+        }
+        cands.push(Candidate {
+            name: "stream-read (peer)",
+            kind: Kind::Stream,
+            threads,
+            runner: Runner::Stream,
+        });
+    }
+    cands
+}
+
 /// Measure every candidate at one shape and batch.
 fn measure(
     host: &Host,
@@ -440,29 +471,7 @@ fn measure(
         .views
         .ok_or_else(|| format!("the {rows}×{cols} offer has no member views"))?;
     let twins = twins(host, rows, cols, batch)?;
-    let mut cands = Vec::new();
-    for threads in THREADS {
-        cands.push(Candidate {
-            name: ARM_NAME,
-            kind: Kind::Arm,
-            threads,
-            runner: Runner::Kernel(Arc::clone(arm)),
-        });
-        for (name, k) in &twins {
-            cands.push(Candidate {
-                name,
-                kind: Kind::Twin,
-                threads,
-                runner: Runner::Kernel(Arc::clone(k)),
-            });
-        }
-        cands.push(Candidate {
-            name: "stream-read (peer)",
-            kind: Kind::Stream,
-            threads,
-            runner: Runner::Stream,
-        });
-    }
+    let cands = candidates(arm, &twins);
     let ops = Operands {
         w,
         x: &x,
@@ -631,29 +640,7 @@ fn measure_token(host: &Host, arm: &Arc<Q8MatvecKernel>) -> Result<(u64, Vec<Row
     let seq = TokenSequence::new()?;
     // The twins' bodies do not depend on the geometry: emit them once.
     let twins = twins(host, 576, 576, 1)?;
-    let mut cands = Vec::new();
-    for threads in THREADS {
-        cands.push(Candidate {
-            name: ARM_NAME,
-            kind: Kind::Arm,
-            threads,
-            runner: Runner::Kernel(Arc::clone(arm)),
-        });
-        for (name, k) in &twins {
-            cands.push(Candidate {
-                name,
-                kind: Kind::Twin,
-                threads,
-                runner: Runner::Kernel(Arc::clone(k)),
-            });
-        }
-        cands.push(Candidate {
-            name: "stream-read (peer)",
-            kind: Kind::Stream,
-            threads,
-            runner: Runner::Stream,
-        });
-    }
+    let cands = candidates(arm, &twins);
     let mut y = vec![0f32; TOKEN_OUTPUT.0];
     for c in &cands {
         seq.run(c, &mut y)?;

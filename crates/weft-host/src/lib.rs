@@ -93,6 +93,15 @@ pub struct Caches {
     pub l3: Option<u32>,
 }
 
+impl Caches {
+    /// The last level this core's data reaches before memory: L3, else L2
+    /// (a reported 0 counts as not said); `None` when neither is known.
+    pub fn last_level(&self) -> Option<u32> {
+        let known = |b: Option<u32>| b.filter(|&b| b > 0);
+        known(self.l3).or(known(self.l2))
+    }
+}
+
 /// What this machine is, as detected once per process by [`host`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Host {

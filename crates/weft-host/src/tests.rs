@@ -393,3 +393,21 @@ mod arm {
         assert!(h.has(Feature::Neon), "arm64 baseline");
     }
 }
+
+#[test]
+fn last_level_cache_is_l3_else_l2_and_a_reported_zero_is_unknown() {
+    let c = |l2, l3| Caches {
+        line: 64,
+        l1d: Some(32 << 10),
+        l2,
+        l3,
+    };
+    assert_eq!(
+        c(Some(1 << 20), Some(32 << 20)).last_level(),
+        Some(32 << 20)
+    );
+    assert_eq!(c(Some(1 << 20), None).last_level(), Some(1 << 20));
+    assert_eq!(c(Some(1 << 20), Some(0)).last_level(), Some(1 << 20));
+    assert_eq!(c(Some(0), Some(0)).last_level(), None);
+    assert_eq!(c(None, None).last_level(), None);
+}

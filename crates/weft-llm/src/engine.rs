@@ -183,12 +183,7 @@ pub fn weight_bytes(c: &Config) -> u64 {
 /// cached otherwise. A host that does not say its last-level cache (or
 /// says 0) is taken to have 32 MiB.
 pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
-    let llc = host
-        .caches
-        .l3
-        .or(host.caches.l2)
-        .filter(|&b| b > 0)
-        .map_or(32 << 20, u64::from);
+    let llc = host.caches.last_level().map_or(32 << 20, u64::from);
     if weight_bytes(c) > llc {
         Residency::Streamed
     } else {

@@ -858,23 +858,15 @@ impl Planner {
             }
             // The reference is dearer; the tied others are one price the
             // model cannot split (a shared floor): they race.
-            let (i, rule, race_why) = self.knockout(entry, cands, &cheapest, site, reports, why);
+            let (i, rule, why) = self.knockout(entry, cands, &cheapest, site, reports, why);
             let why = match rule {
                 Rule::Race => format!(
-                    "{} candidates priced exactly {min:.0} cycles raced: {race_why}",
+                    "{} candidates priced exactly {min:.0} cycles raced: {why}",
                     cheapest.len()
                 ),
-                _ => race_why,
+                _ => why,
             };
-            return Ok((
-                i,
-                if rule == Rule::Race {
-                    rule
-                } else {
-                    Rule::ExactTie
-                },
-                why,
-            ));
+            return Ok((i, rule, why));
         }
         let runner = priced
             .iter()

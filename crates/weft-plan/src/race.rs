@@ -47,10 +47,7 @@ impl Evictor {
     /// other, so the sum is what has to be displaced).
     pub fn for_host(host: &Host) -> Evictor {
         let c = &host.caches;
-        let llc =
-            c.l3.or(c.l2)
-                .filter(|&b| b > 0)
-                .map_or(DEFAULT_LLC, |b| b as usize);
+        let llc = c.last_level().map_or(DEFAULT_LLC, |b| b as usize);
         let bytes = 2 * (llc + c.l2.unwrap_or(0) as usize + c.l1d.unwrap_or(0) as usize);
         Evictor::with_bytes(bytes.min(MAX_EVICTOR))
     }
