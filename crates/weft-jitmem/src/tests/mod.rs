@@ -29,7 +29,7 @@ mod support {
     }
 
     /// One line of /proc/self/maps.
-    #[derive(Debug)]
+    #[derive(Debug, Clone)]
     pub(crate) struct MapLine {
         pub(crate) start: usize,
         pub(crate) end: usize,
@@ -62,6 +62,23 @@ mod support {
     /// The mapping that holds `p`.
     pub(crate) fn mapping_of(maps: &[MapLine], p: *const u8) -> Option<&MapLine> {
         maps.iter().find(|m| m.contains(p))
+    }
+
+    /// The mapping that holds `p`, which the caller keeps mapped, read afresh
+    /// until the listing shows it. Natively the first read does. qemu-user
+    /// builds its /proc/self/maps from the host's mappings and drops a host
+    /// mapping whose guest pages disagree; while another thread's mprotect is
+    /// half done, the kernel may have merged that thread's pages with ours, and
+    /// for that instant our held pages are missing from the listing.
+    pub(crate) fn mapping_holding(p: *const u8) -> MapLine {
+        for _ in 0..1000 {
+            let maps = read_maps();
+            if let Some(i) = maps.iter().position(|m| m.contains(p)) {
+                return maps.into_iter().nth(i).expect("index from position");
+            }
+            std::thread::yield_now();
+        }
+        panic!("{p:p} is held mapped, yet 1000 reads of /proc/self/maps never showed it");
     }
 
     /// Forks; the child runs `child` (async-signal-safe work only) and exits

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{call, mapping_of, read_maps};
+use super::{call, fork_child};
 use crate::arch::{nop, return_u32};
 use crate::{place, probe, PlacedCode};
 
@@ -61,9 +61,19 @@ fn code_spanning_several_pages_runs_to_its_last_instruction() {
     let code = place(&bytes).unwrap();
     assert_eq!(code.mapped_len(), 4 * page);
     assert_eq!(call(&code), 0x5EC0_0003);
-    let maps = read_maps();
-    let last = code.as_ptr().wrapping_add(code.len() - 1);
-    assert!(mapping_of(&maps, last).unwrap().perms.starts_with("r-x"));
+    // The last page is sealed like the first: a write to its last byte faults.
+    let last = code.as_ptr().wrapping_add(code.len() - 1) as *mut u8;
+    let status = fork_child(|| {
+        // SAFETY: deliberately writes to read-execute memory; the SIGSEGV
+        // kills this forked child only, which is what is tested.
+        unsafe { std::ptr::write_volatile(last, 0) };
+        0 // reached only if the write succeeded
+    });
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV,
+        "a write to the last page did not fault (wait status {status:#x})"
+    );
+    assert_eq!(call(&code), 0x5EC0_0003);
 }
 
 #[test]
