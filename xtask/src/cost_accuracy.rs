@@ -120,6 +120,8 @@ struct Row {
     predicted: f64,
     floor: f64,
     mca: Option<f64>,
+    /// Predicted without the table's `scheduler` statement.
+    unscheduled: Option<f64>,
 }
 
 /// A placed candidate and how to price it.
@@ -128,6 +130,8 @@ struct Candidate<K> {
     arm: &'static str,
     kernel: K,
     priced: Priced,
+    /// The price without the table's `scheduler` statement, when it has one.
+    unscheduled: Option<f64>,
     code: NativeCode,
 }
 
@@ -220,26 +224,51 @@ fn random_activations(cols: usize, batch: usize, seed: u64) -> Result<Q8Activati
 /// Seconds spent in `CostModel::price`, and calls, for the timing line.
 static PRICING: std::sync::Mutex<(f64, f64, usize)> = std::sync::Mutex::new((0.0, 0.0, 0));
 
+/// The host's model without its table's `scheduler` statement (`None`
+/// when the table has none): the same rows priced both ways show what
+/// the statement is worth on the same measurements.
+static UNSCHEDULED: std::sync::OnceLock<Option<CostModel>> = std::sync::OnceLock::new();
+
+fn unscheduled_model(model: &CostModel, host: &Host) -> Option<CostModel> {
+    let table = model.table().filter(|t| t.scheduler > 0.0)?;
+    let mut table = table.clone();
+    table.scheduler = 0.0;
+    // The model keeps a `'static` table; this process is short.
+    let mut m = CostModel::with_port_table(Box::leak(Box::new(table)));
+    m.set_caches_from(host);
+    Some(m)
+}
+
 /// Price `code` for `nest` at `offer` (timing the call: the planner
-/// prices hundreds of candidates per plan).
+/// prices hundreds of candidates per plan), and without the scheduler
+/// statement.
 fn price(
     model: &CostModel,
     name: &str,
     code: &NativeCode,
     nest: &[weft_kernel::LoopTrip],
     offer: &Offer,
-) -> Result<Priced, String> {
+) -> Result<(Priced, Option<f64>), String> {
     let t = std::time::Instant::now();
     let p = model
         .price(code, nest, offer)
-        .map_err(|e| format!("{name}: {e}"));
+        .map_err(|e| format!("{name}: {e}"))?;
     let dt = t.elapsed().as_secs_f64();
     if let Ok(mut g) = PRICING.lock() {
         g.0 += dt;
         g.1 = g.1.max(dt);
         g.2 += 1;
     }
-    p
+    let unscheduled = match UNSCHEDULED.get() {
+        Some(Some(m)) => Some(
+            m.price(code, nest, offer)
+                .map_err(|e| format!("{name}: {e}"))?
+                .price
+                .cycles,
+        ),
+        _ => None,
+    };
+    Ok((p, unscheduled))
 }
 
 fn q8_rows(
@@ -265,12 +294,13 @@ fn q8_rows(
         // SAFETY: the arm's body honours the Q8MatvecArgs leaf ABI (its
         // CLIF reads the blocks and writes the outputs the arguments name).
         let kernel = unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-        let priced = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
+        let (priced, unscheduled) = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
         cands.push(Candidate {
             name: arm.name(),
             arm: arm.name(),
             kernel,
             priced,
+            unscheduled,
             code,
         });
         for twin in TWINS {
@@ -282,12 +312,14 @@ fn q8_rows(
             // reference and honour the leaf ABI (weft-kernels' q8_0 tests).
             let kernel =
                 unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-            let priced = price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
+            let (priced, unscheduled) =
+                price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
             cands.push(Candidate {
                 name: twin.name(),
                 arm: twin.arm(),
                 kernel,
                 priced,
+                unscheduled,
                 code,
             });
         }
@@ -338,12 +370,13 @@ fn elementwise_rows(
             // SAFETY: the arm's body honours the ElementwiseArgs leaf ABI.
             let kernel =
                 unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-            let priced = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
+            let (priced, unscheduled) = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
             cands.push(Candidate {
                 name: arm.name(),
                 arm: arm.name(),
                 kernel,
                 priced,
+                unscheduled,
                 code,
             });
             for twin in x64_twins() {
@@ -357,12 +390,14 @@ fn elementwise_rows(
                 // against the arm and honour the leaf ABI (their tests).
                 let kernel =
                     unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-                let priced = price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
+                let (priced, unscheduled) =
+                    price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
                 cands.push(Candidate {
                     name: twin.name(),
                     arm: twin.arm(),
                     kernel,
                     priced,
+                    unscheduled,
                     code,
                 });
             }
@@ -403,6 +438,7 @@ fn row<K>(
         predicted: c.priced.price.cycles,
         floor: c.priced.price.floor,
         mca: mca_price(c, mca),
+        unscheduled: c.unscheduled,
     }
 }
 
@@ -619,6 +655,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let rounds = if quick { QUICK_ROUNDS } else { ROUNDS };
     let host = Host::detect();
     let model = CostModel::for_host(&host);
+    let _ = UNSCHEDULED.set(unscheduled_model(&model, &host));
     let cpu = pin_current_thread()?;
     println!(
         "cost-accuracy: model {:?} (table {}), {} {}, cpu {cpu}, load {}, {rounds} rounds",
@@ -683,6 +720,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
         s.mca_l1_n,
         crate::cost_calibrate::load_average()
     );
+    let l1: Vec<&Row> = rows.iter().filter(|r| r.level == MemoryLevel::L1).collect();
+    if let Some(u) = l1
+        .iter()
+        .map(|r| r.unscheduled.map(|u| (u - r.measured).abs() / r.measured))
+        .sum::<Option<f64>>()
+        .filter(|_| !l1.is_empty())
+    {
+        println!(
+            "the same L1 rows priced without the table's scheduler statement: l1_error={:.3}",
+            u / l1.len() as f64
+        );
+    }
     if let (Some(m), Some(o)) = (s.mca_l1_error, s.l1_error_on_mca_rows) {
         println!(
             "on the {} L1 rows llvm-mca priced: model l1_error={o:.3}, llvm-mca {m:.3}",
@@ -717,6 +766,7 @@ mod tests {
             predicted,
             floor: measured / 10.0,
             mca: None,
+            unscheduled: None,
         }
     }
 

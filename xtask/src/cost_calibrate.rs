@@ -11,7 +11,10 @@
 //! dependent-add chain timed right beside it ([`crate::cycles`]). The output
 //! puts each measurement next to the table's prediction (reciprocal
 //! throughput from the row's busiest port set or the issue width; the row's
-//! latency) and ends with
+//! latency). Then the scheduler probe (chains of dependent `vaddps zmm`,
+//! one an iteration, iterations independent) measures how many waiting
+//! µops hide a chain, beside the table's `scheduler` figure, and the
+//! streaming-read bandwidths. The output ends with
 //! `cost-calibrate: probes=N throughput_within_15pct=T latency_within_1=L`.
 //! Only hosts with a table are checked; rows are corrected in the table
 //! file by hand, citing this command (tag `weft-mb`).
@@ -774,6 +777,54 @@ fn predicted(model: &CostModel, bytes: &[u8]) -> Result<f64, String> {
     Ok(p.loops[0].cycles_per_iteration / UNROLL as f64)
 }
 
+/// Chain lengths of the scheduler probe: long enough that the chain, not
+/// the two add pipes, bounds every one (2 cycles a link against 0.5), and
+/// short enough that an iteration fits in the reorder window.
+const SCHEDULER_CHAINS: [usize; 3] = [128, 256, 384];
+
+/// The scheduler probe: every iteration one chain of `links` dependent
+/// `vaddps zmm`, started afresh from a register no iteration writes, so
+/// iterations depend on nothing but the loop counter. The next iteration
+/// can start only as far ahead as the schedulers hold waiting µops, so the
+/// cycles an iteration takes say how many that is.
+fn scheduler_body(links: usize) -> Result<Vec<u8>, IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    a.mov(rcx, qword_ptr(rdi))?;
+    for z in [Z[0], Z[30], Z[31]] {
+        a.vpxord(z, z, z)?;
+    }
+    let mut top = a.create_label();
+    a.set_label(&mut top)?;
+    a.vmovaps(Z[0], Z[31])?;
+    for _ in 0..links {
+        a.vaddps(Z[0], Z[0], Z[30])?;
+    }
+    a.dec(rcx)?;
+    a.jne(top)?;
+    a.vzeroupper()?;
+    a.ret()?;
+    a.assemble(0)
+}
+
+/// For a chain of `links`: measured and predicted cycles an iteration, and
+/// the waiting µops the measurement implies. An iteration of `U` µops
+/// whose chain takes `L` cycles overlaps the next by `S` µops when it
+/// takes `L · (U − S) / U` cycles, so `S = U · (1 − cycles / L)`.
+fn scheduler(
+    model: &CostModel,
+    buffer: &mut [u8],
+    links: usize,
+) -> Result<(f64, f64, f64), String> {
+    let body = scheduler_body(links).map_err(|e| e.to_string())?;
+    // `predicted` and `measure` divide by UNROLL instances an iteration.
+    let scale = UNROLL as f64;
+    let predicted_cycles = predicted(model, &body)? * scale;
+    let cycles = measure(body, buffer)? * scale;
+    let latency = 2.0 * links as f64; // vaddps zmm: 2 cycles (probed above)
+    let uops = links as f64 + 3.0; // the chain, the move, dec + jne
+    Ok((cycles, predicted_cycles, uops * (1.0 - cycles / latency)))
+}
+
 /// Streaming-read bandwidth, bytes per cycle, over a buffer of `bytes`
 /// (eight 32-byte loads per iteration, the whole buffer per call).
 fn bandwidth(bytes: usize) -> Result<f64, String> {
@@ -902,6 +953,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     if only.is_some() {
         return Ok(());
+    }
+    for links in SCHEDULER_CHAINS {
+        let (cycles, predicted_cycles, waiting) = scheduler(&model, &mut buffer, links)?;
+        println!(
+            "scheduler: {links} dependent vaddps zmm an iteration, iterations independent: \
+             {cycles:.0} cycles an iteration (model {predicted_cycles:.0}), so {waiting:.0} \
+             µops wait ahead of a chain (table {:.0})",
+            table.scheduler
+        );
     }
     let (l1, l2, l3) = {
         let c = model.roofline().caches;

@@ -16,7 +16,11 @@
 //! - **window**: the critical path of one iteration (loop-carried or not)
 //!   divided by the number of iterations the reorder window holds
 //!   (`window / µops per iteration`): a long chain inside each iteration is
-//!   hidden only by overlapping that many iterations.
+//!   hidden only by overlapping that many iterations;
+//! - **scheduler** (tables that measured it): an iteration of `U` µops
+//!   overlaps the next by only the `S` µops the schedulers hold waiting,
+//!   so `(U − S) / U` of its critical path is exposed. On Zen 5 a chain
+//!   is hidden by 67 µops, not by the 448 the reorder buffer holds.
 //!
 //! Work that runs once per entry of the loop (its tail pass) is priced by
 //! ports and issue alone. Code outside every loop adds its critical path
@@ -594,6 +598,13 @@ pub(crate) fn region_cost(
             if table.window > 0.0 && per_iter.uops > 0.0 {
                 let in_flight = (table.window / per_iter.uops).max(1.0);
                 candidates.push((longest / in_flight, Bound::Window));
+            }
+            // The schedulers hold only `scheduler` µops waiting on a chain:
+            // an iteration longer than that overlaps the next one only by
+            // that many µops, so the rest of its critical path is exposed.
+            if table.scheduler > 0.0 && per_iter.uops > table.scheduler {
+                let exposed = (per_iter.uops - table.scheduler) / per_iter.uops;
+                candidates.push((longest * exposed, Bound::Window));
             }
         }
         None => candidates.push((longest, Bound::Recurrence)),

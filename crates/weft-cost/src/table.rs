@@ -16,6 +16,8 @@
 //! ports ALU0 ALU1 FP0 FP1 …                 the execution ports
 //! issue 6 ; TAG …                           macro-ops dispatched per cycle
 //! window 320 ; TAG …                        macro-ops the reorder buffer holds
+//! scheduler 67 ; TAG …                      µops waiting ahead of a chain
+//!                                           (optional)
 //! load-latency gpr=4 vec=7 ; TAG …          load-to-use cycles
 //! store-forward gpr=1 vec=17 partial=16 ; TAG   store data to load result
 //!                                           through memory (same bytes,
@@ -164,6 +166,10 @@ pub struct PortTable {
     pub issue: f64,
     /// Macro-ops the reorder window holds (0 when the table does not say).
     pub window: f64,
+    /// Waiting µops the schedulers hold ahead of a dependency chain (0 when
+    /// the table does not say): how far the next iteration's work can
+    /// start before the current chain drains.
+    pub scheduler: f64,
     /// Load-to-use latency of a general-register load.
     pub load_latency_gpr: f64,
     /// Load-to-use latency of a vector load.
@@ -212,6 +218,7 @@ impl PortTable {
             ports: Vec::new(),
             issue: 0.0,
             window: 0.0,
+            scheduler: 0.0,
             load_latency_gpr: 0.0,
             load_latency_vec: 0.0,
             forward_gpr: 0.0,
@@ -322,6 +329,11 @@ impl PortTable {
                     t.window =
                         number(rest.first().copied()).ok_or_else(|| err("window N".into()))?;
                     t.statement_sources.push(("window".into(), need_tag()?));
+                }
+                "scheduler" => {
+                    t.scheduler =
+                        number(rest.first().copied()).ok_or_else(|| err("scheduler N".into()))?;
+                    t.statement_sources.push(("scheduler".into(), need_tag()?));
                 }
                 "load-latency" | "store-forward" | "peak-flops" | "bandwidth" | "caches" => {
                     let kv = pairs(&rest).ok_or_else(|| err(format!("{keyword}: KEY=N …")))?;

@@ -359,3 +359,46 @@ mod a64 {
         assert!(p1.price.cycles > p0.price.cycles);
     }
 }
+
+/// One chain of `links` dependent `vaddps zmm` an iteration, started afresh
+/// from zmm31 (iterations independent), as cost-calibrate's scheduler probe.
+fn independent_chains(links: usize) -> NativeCode {
+    x64(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.vmovaps(zmm0, zmm31)?;
+        for _ in 0..links {
+            a.vaddps(zmm0, zmm0, zmm30)?;
+        }
+        a.dec(rcx)?;
+        a.jne(top)?;
+        a.ret()
+    })
+}
+
+#[test]
+fn a_measured_scheduler_exposes_the_part_of_a_chain_it_cannot_hold() {
+    let code = independent_chains(256);
+    let nest = [trip("chain", 100, 0)];
+    let zen5 = CostModel::with_table(TableId::Zen5);
+    let s = zen5.table().unwrap().scheduler;
+    assert!(s > 0.0, "the Zen 5 table states its measured scheduler");
+    let priced = zen5.price(&code, &nest, &bare_offer(0, 0)).unwrap();
+    let lp = &priced.loops[0];
+    // 256 links of 2 cycles; 259 µops (with the move, dec and jne) of which
+    // all but `s` wait for the chain.
+    let want = 512.0 * (259.0 - s) / 259.0;
+    assert!(
+        (lp.cycles_per_iteration - want).abs() < 1e-6,
+        "{} cycles, want {want}",
+        lp.cycles_per_iteration
+    );
+    assert_eq!(lp.bound, weft_cost::Bound::Window);
+    // Without the statement the reorder window alone hides the chain:
+    // 448 / 259 iterations in flight, 512 · 259 / 448 cycles.
+    let mut table = zen5.table().unwrap().clone();
+    table.scheduler = 0.0;
+    let bare = CostModel::with_port_table(Box::leak(Box::new(table)));
+    let lp = &bare.price(&code, &nest, &bare_offer(0, 0)).unwrap().loops[0];
+    assert!((lp.cycles_per_iteration - 512.0 * 259.0 / 448.0).abs() < 1e-6);
+}
