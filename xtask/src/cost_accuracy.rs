@@ -224,33 +224,42 @@ fn random_activations(cols: usize, batch: usize, seed: u64) -> Result<Q8Activati
 /// Seconds spent in `CostModel::price`, and calls, for the timing line.
 static PRICING: std::sync::Mutex<(f64, f64, usize)> = std::sync::Mutex::new((0.0, 0.0, 0));
 
-/// The host's model without its table's `scheduler` statement (`None`
-/// when the table has none): the same rows priced both ways show what
-/// the statement is worth on the same measurements.
-static UNSCHEDULED: std::sync::OnceLock<Option<CostModel>> = std::sync::OnceLock::new();
+/// The host's model, and the same without its table's `scheduler`
+/// statement (`None` when the table has none): the same rows priced both
+/// ways show what the statement is worth on the same measurements.
+struct Models {
+    host: CostModel,
+    unscheduled: Option<CostModel>,
+}
 
-fn unscheduled_model(model: &CostModel, host: &Host) -> Option<CostModel> {
-    let table = model.table().filter(|t| t.scheduler > 0.0)?;
-    let mut table = table.clone();
-    table.scheduler = 0.0;
-    // The model keeps a `'static` table; this process is short.
-    let mut m = CostModel::with_port_table(Box::leak(Box::new(table)));
-    m.set_caches_from(host);
-    Some(m)
+impl Models {
+    fn for_host(host: &Host) -> Models {
+        let model = CostModel::for_host(host);
+        let unscheduled = model.table().filter(|t| t.scheduler > 0.0).map(|t| {
+            let mut table = t.clone();
+            table.scheduler = 0.0;
+            crate::cost_calibrate::model_of(table, host)
+        });
+        Models {
+            host: model,
+            unscheduled,
+        }
+    }
 }
 
 /// Price `code` for `nest` at `offer` (timing the call: the planner
 /// prices hundreds of candidates per plan), and without the scheduler
 /// statement.
 fn price(
-    model: &CostModel,
+    models: &Models,
     name: &str,
     code: &NativeCode,
     nest: &[weft_kernel::LoopTrip],
     offer: &Offer,
 ) -> Result<(Priced, Option<f64>), String> {
     let t = std::time::Instant::now();
-    let p = model
+    let p = models
+        .host
         .price(code, nest, offer)
         .map_err(|e| format!("{name}: {e}"))?;
     let dt = t.elapsed().as_secs_f64();
@@ -259,21 +268,18 @@ fn price(
         g.1 = g.1.max(dt);
         g.2 += 1;
     }
-    let unscheduled = match UNSCHEDULED.get() {
-        Some(Some(m)) => Some(
-            m.price(code, nest, offer)
-                .map_err(|e| format!("{name}: {e}"))?
-                .price
-                .cycles,
-        ),
-        _ => None,
-    };
+    let unscheduled = models
+        .unscheduled
+        .as_ref()
+        .map(|m| m.price(code, nest, offer).map(|q| q.price.cycles))
+        .transpose()
+        .map_err(|e| format!("{name}: {e}"))?;
     Ok((p, unscheduled))
 }
 
 fn q8_rows(
     host: &Host,
-    model: &CostModel,
+    models: &Models,
     rounds: usize,
     rows_out: &mut Vec<Row>,
     mca: &mut McaCache,
@@ -294,7 +300,7 @@ fn q8_rows(
         // SAFETY: the arm's body honours the Q8MatvecArgs leaf ABI (its
         // CLIF reads the blocks and writes the outputs the arguments name).
         let kernel = unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-        let (priced, unscheduled) = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
+        let (priced, unscheduled) = price(models, arm.name(), &code, &arm.nest(&offer), &offer)?;
         cands.push(Candidate {
             name: arm.name(),
             arm: arm.name(),
@@ -313,7 +319,7 @@ fn q8_rows(
             let kernel =
                 unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
             let (priced, unscheduled) =
-                price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
+                price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
             cands.push(Candidate {
                 name: twin.name(),
                 arm: twin.arm(),
@@ -348,7 +354,7 @@ fn q8_rows(
 
 fn elementwise_rows(
     host: &Host,
-    model: &CostModel,
+    models: &Models,
     rounds: usize,
     rows_out: &mut Vec<Row>,
     mca: &mut McaCache,
@@ -370,7 +376,8 @@ fn elementwise_rows(
             // SAFETY: the arm's body honours the ElementwiseArgs leaf ABI.
             let kernel =
                 unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-            let (priced, unscheduled) = price(model, arm.name(), &code, &arm.nest(&offer), &offer)?;
+            let (priced, unscheduled) =
+                price(models, arm.name(), &code, &arm.nest(&offer), &offer)?;
             cands.push(Candidate {
                 name: arm.name(),
                 arm: arm.name(),
@@ -391,7 +398,7 @@ fn elementwise_rows(
                 let kernel =
                     unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
                 let (priced, unscheduled) =
-                    price(model, twin.name(), &code, &twin.nest(&offer), &offer)?;
+                    price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
                 cands.push(Candidate {
                     name: twin.name(),
                     arm: twin.arm(),
@@ -654,8 +661,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     );
     let rounds = if quick { QUICK_ROUNDS } else { ROUNDS };
     let host = Host::detect();
-    let model = CostModel::for_host(&host);
-    let _ = UNSCHEDULED.set(unscheduled_model(&model, &host));
+    let models = Models::for_host(&host);
+    let model = &models.host;
     let cpu = pin_current_thread()?;
     println!(
         "cost-accuracy: model {:?} (table {}), {} {}, cpu {cpu}, load {}, {rounds} rounds",
@@ -668,8 +675,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let issue_before = crate::cost_calibrate::issue_rate()?;
     let mut rows = Vec::new();
     let mut mca = McaCache::new();
-    q8_rows(&host, &model, rounds, &mut rows, &mut mca)?;
-    elementwise_rows(&host, &model, rounds, &mut rows, &mut mca)?;
+    q8_rows(&host, &models, rounds, &mut rows, &mut mca)?;
+    elementwise_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     println!(
         "{:<17} {:<32} {:<16} {:<5} {:>13} {:>13} {:>7} {:>13} {:>7}",
         "family",

@@ -876,6 +876,15 @@ fn bandwidth(bytes: usize) -> Result<f64, String> {
     Ok(best)
 }
 
+/// A model pricing with `table` and `host`'s cache sizes, as
+/// [`CostModel::for_host`] gives for a shipped table.
+pub fn model_of(table: weft_cost::PortTable, host: &weft_kernel::Host) -> CostModel {
+    // The model keeps a `'static` table; an xtask process is short.
+    let mut m = CostModel::with_port_table(Box::leak(Box::new(table)));
+    m.set_caches_from(host);
+    m
+}
+
 /// Run every probe and print measured against predicted.
 pub fn run(args: &[String]) -> Result<(), String> {
     // `cost-calibrate WORD`: only the probes whose text contains WORD.
@@ -887,10 +896,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
             let table = weft_cost::PortTable::parse(&text).map_err(|e| format!("{path}: {e}"))?;
-            // The model keeps a `'static` table; this process is short.
-            let mut m = CostModel::with_port_table(Box::leak(Box::new(table)));
-            m.set_caches_from(&host);
-            m
+            model_of(table, &host)
         }
         None => CostModel::for_host(&host),
     };

@@ -94,11 +94,21 @@ pub struct Caches {
 }
 
 impl Caches {
+    /// The last-level cache assumed where the host does not say: larger
+    /// than most, so data taken to overflow it surely does.
+    pub const ASSUMED_LAST_LEVEL: u32 = 32 << 20;
+
     /// The last level this core's data reaches before memory: L3, else L2
     /// (a reported 0 counts as not said); `None` when neither is known.
     pub fn last_level(&self) -> Option<u32> {
         let known = |b: Option<u32>| b.filter(|&b| b > 0);
         known(self.l3).or(known(self.l2))
+    }
+
+    /// [`Caches::last_level`], or [`Caches::ASSUMED_LAST_LEVEL`] when the
+    /// host does not say.
+    pub fn last_level_or_assumed(&self) -> u32 {
+        self.last_level().unwrap_or(Self::ASSUMED_LAST_LEVEL)
     }
 }
 

@@ -395,7 +395,7 @@ mod arm {
 }
 
 #[test]
-fn last_level_cache_is_l3_else_l2_and_a_reported_zero_is_unknown() {
+fn last_level_cache_is_l3_else_l2_and_an_unknown_one_is_assumed() {
     let c = |l2, l3| Caches {
         line: 64,
         l1d: Some(32 << 10),
@@ -410,4 +410,9 @@ fn last_level_cache_is_l3_else_l2_and_a_reported_zero_is_unknown() {
     assert_eq!(c(Some(1 << 20), Some(0)).last_level(), Some(1 << 20));
     assert_eq!(c(Some(0), Some(0)).last_level(), None);
     assert_eq!(c(None, None).last_level(), None);
+    assert_eq!(
+        c(Some(0), None).last_level_or_assumed(),
+        Caches::ASSUMED_LAST_LEVEL
+    );
+    assert_eq!(c(Some(1 << 20), None).last_level_or_assumed(), 1 << 20);
 }

@@ -181,10 +181,9 @@ pub fn weight_bytes(c: &Config) -> u64 {
 /// from memory when one step's weights do not fit in the last-level cache
 /// (each matrix is then evicted before the next step comes back to it),
 /// cached otherwise. A host that does not say its last-level cache (or
-/// says 0) is taken to have 32 MiB.
+/// says 0) is taken to have [`weft_host::Caches::ASSUMED_LAST_LEVEL`].
 pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
-    let llc = host.caches.last_level().map_or(32 << 20, u64::from);
-    if weight_bytes(c) > llc {
+    if weight_bytes(c) > u64::from(host.caches.last_level_or_assumed()) {
         Residency::Streamed
     } else {
         Residency::Cached

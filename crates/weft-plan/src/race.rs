@@ -14,17 +14,13 @@
 //!
 //! A site whose data is streamed (see `weft_kernel::Residency`) is raced
 //! cold: before every timed call an [`Evictor`] reads a buffer twice the
-//! last-level cache, and each sample is that one call, so both sides meet
+//! size of all cache levels together, and each sample is that one call, so both sides meet
 //! their operands in main memory as the plan will.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft_kernel::{Bench, Host, PlacedCode, Refusal};
-
-/// Last-level cache assumed when the host does not say (this is larger
-/// than most; an evictor too large only costs time).
-const DEFAULT_LLC: usize = 32 << 20;
 
 /// The largest evictor made, whatever the host says (a reported cache of
 /// gigabytes would otherwise cost that much memory and time per call).
@@ -47,7 +43,9 @@ impl Evictor {
     /// other, so the sum is what has to be displaced).
     pub fn for_host(host: &Host) -> Evictor {
         let c = &host.caches;
-        let llc = c.last_level().map_or(DEFAULT_LLC, |b| b as usize);
+        // Where the host does not say, the assumed size is larger than most:
+        // an evictor too large only costs time.
+        let llc = c.last_level_or_assumed() as usize;
         let bytes = 2 * (llc + c.l2.unwrap_or(0) as usize + c.l1d.unwrap_or(0) as usize);
         Evictor::with_bytes(bytes.min(MAX_EVICTOR))
     }
