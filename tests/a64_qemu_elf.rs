@@ -94,26 +94,26 @@ fn skews(n: usize) -> [usize; 4] {
 }
 
 #[test]
-fn runner_rule_fails_loudly_without_qemu_unless_weft_skip_qemu_is_1() {
+fn runner_rule_fails_loudly_without_qemu_off_aarch64() {
     let on_aarch64 = cfg!(all(target_arch = "aarch64", target_os = "linux"));
-    let none = choose_runner(Some("/nonexistent-dir"), None);
-    let skip = choose_runner(Some("/nonexistent-dir"), Some("1"));
-    let not_one = choose_runner(None, Some("yes"));
+    let none = choose_runner(Some("/nonexistent-dir"));
     if on_aarch64 {
         // No qemu needed: the image runs natively.
-        assert_eq!(none, Ok(Some(a64_elf::Runner::Native)));
+        assert_eq!(none, Ok(a64_elf::Runner::Native));
     } else {
         assert_eq!(none, Err(MISSING_QEMU.to_owned()));
         assert!(MISSING_QEMU.contains("apt-get install qemu-user"));
-        assert!(MISSING_QEMU.contains("WEFT_SKIP_QEMU=1"));
-        assert_eq!(skip, Ok(None));
-        assert_eq!(not_one, Err(MISSING_QEMU.to_owned()));
+        assert_eq!(choose_runner(None), Err(MISSING_QEMU.to_owned()));
     }
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn stub_runs_a_bare_ret_kernel_and_hands_back_the_data_segment_unchanged() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     let mut img = Image::new(&words(&[RET]));
     let input = img.input(&[1, 2, 3, 4, 5, 6, 7], 3);
     let output = img.output(9, 0x5c, 1);
@@ -140,8 +140,12 @@ fn elf_has_no_segment_both_writable_and_executable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn hand_written_fmla_kernel_matches_rust_mul_add_for_lengths_0_to_33() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     let kernel = words(&HAND_FMA);
     for n in 0..=33 {
         check_fma(&runner, &kernel, n, skews(n));
@@ -149,8 +153,12 @@ fn hand_written_fmla_kernel_matches_rust_mul_add_for_lengths_0_to_33() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn runner_reports_a_faulting_kernel_as_failed_not_passed() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     // mov x1, #0 ; ldr x1, [x1] ; ret
     let img = Image::new(&words(&[0xd280_0001, 0xf940_0021, RET]));
     match img.run(&runner) {
@@ -160,8 +168,12 @@ fn runner_reports_a_faulting_kernel_as_failed_not_passed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn runner_kills_a_kernel_that_never_returns() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     // b .
     let img = Image::new(&words(&[0x1400_0000]));
     let t = Duration::from_secs(2);
@@ -174,8 +186,12 @@ fn runner_kills_a_kernel_that_never_returns() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn runner_refuses_kernels_that_clobber_x20_d8_or_sp() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     let cases: [(&str, u32); 3] = [
         ("x20", 0xd280_0014), // mov x20, #0
         ("d8", 0x9e67_03e8),  // fmov d8, xzr
@@ -191,8 +207,12 @@ fn runner_refuses_kernels_that_clobber_x20_d8_or_sp() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn runner_refuses_a_kernel_that_stores_below_its_output() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     // ldr x1, [x0] ; stur wzr, [x1, #-4] ; ret
     let mut img = Image::new(&words(&[0xf940_0001, 0xb81f_c03f, RET]));
     let out = img.output(16, 0, 0);
@@ -204,8 +224,12 @@ fn runner_refuses_a_kernel_that_stores_below_its_output() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn weft_a64_fma_kernel_matches_rust_mul_add_for_lengths_0_to_33_at_unaligned_starts() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     let kernel = a64_kernels::fma_kernel();
     for n in 0..=33 {
         check_fma(&runner, &kernel, n, skews(n));
@@ -215,8 +239,12 @@ fn weft_a64_fma_kernel_matches_rust_mul_add_for_lengths_0_to_33_at_unaligned_sta
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_arch = "aarch64", target_os = "linux")),
+    ignore = "needs qemu-aarch64 (apt: qemu-user)"
+)]
 fn weft_a64_add_kernel_matches_rust_addition_for_lengths_0_to_17() {
-    let Some(runner) = runner() else { return };
+    let runner = runner();
     let kernel = a64_kernels::add_kernel();
     for n in 0..=17 {
         let (a, b, c) = (

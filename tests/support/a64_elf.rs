@@ -217,27 +217,23 @@ pub enum Runner {
 
 /// The message a test fails with when no runner exists.
 pub const MISSING_QEMU: &str = "qemu-aarch64 not found on PATH: the emitted-bytes tests \
-     need it. Install it (Debian/Ubuntu: `apt-get install qemu-user`), or set \
-     WEFT_SKIP_QEMU=1 to skip these tests on purpose.";
+     need it. Install it (Debian/Ubuntu: `apt-get install qemu-user`); without it \
+     `cargo test` reports these tests as ignored, and only `--include-ignored` runs them.";
 
-/// Pick a runner from a `PATH` value and a `WEFT_SKIP_QEMU` value:
-/// qemu-aarch64 when `PATH` has it, native execution on an AArch64 Linux
-/// host, `Ok(None)` (skip) only when `skip` is `"1"`, and otherwise an error
-/// saying what to install. Pure, so the rule itself is testable.
-pub fn choose_runner(path: Option<&str>, skip: Option<&str>) -> Result<Option<Runner>, String> {
+/// Pick a runner from a `PATH` value: qemu-aarch64 when `PATH` has it,
+/// native execution on an AArch64 Linux host, and otherwise an error saying
+/// what to install. Pure, so the rule itself is testable.
+pub fn choose_runner(path: Option<&str>) -> Result<Runner, String> {
     let found = path.and_then(|p| {
         std::env::split_paths(p)
             .map(|dir| dir.join("qemu-aarch64"))
             .find(|exe| is_executable(exe))
     });
     if let Some(exe) = found {
-        return Ok(Some(Runner::Qemu(exe)));
+        return Ok(Runner::Qemu(exe));
     }
     if cfg!(all(target_arch = "aarch64", target_os = "linux")) {
-        return Ok(Some(Runner::Native));
-    }
-    if skip == Some("1") {
-        return Ok(None);
+        return Ok(Runner::Native);
     }
     Err(MISSING_QEMU.to_owned())
 }
@@ -248,19 +244,11 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The runner for this process's environment; panics with [`MISSING_QEMU`]
-/// when there is none and `WEFT_SKIP_QEMU=1` is not set, returns `None`
-/// (after saying so on stderr) when skipping was asked for.
-pub fn runner() -> Option<Runner> {
+/// when there is none (the tests that call it are ignored by default off
+/// AArch64 Linux, so this fires only when they were asked for).
+pub fn runner() -> Runner {
     let path = std::env::var("PATH").ok();
-    let skip = std::env::var("WEFT_SKIP_QEMU").ok();
-    match choose_runner(path.as_deref(), skip.as_deref()) {
-        Ok(Some(r)) => Some(r),
-        Ok(None) => {
-            eprintln!("WEFT_SKIP_QEMU=1: skipping a test that needs qemu-aarch64");
-            None
-        }
-        Err(msg) => panic!("{msg}"),
-    }
+    choose_runner(path.as_deref()).unwrap_or_else(|msg| panic!("{msg}"))
 }
 
 /// A kernel and its data segment, ready to be written as an ELF and run.

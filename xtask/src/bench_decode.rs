@@ -18,6 +18,12 @@
 //! weights our loader gives). Its rate is its own `avg_ts`; the line
 //! `bench decode peer: …` gives the peer's medians and our ratios to them.
 //!
+//! With `--neighbour`, a busy neighbour (`sh -c 'while :; do :; done'`,
+//! one core's worth of spinning) runs through every timed round, started
+//! after the plans compile and stopped before the per-site profile; the
+//! summary adds `neighbour_2t_vs_1t` (2-thread over 1-thread rate, target
+//! ≥ 1.0: a second thread must never cost more than it brings).
+//!
 //! The last line is the summary: `bench decode: tok_s_1t=A tok_s_2t=B`.
 
 use std::path::PathBuf;
@@ -132,9 +138,30 @@ impl Peer {
     }
 }
 
+/// A process spinning on one core for as long as this lives.
+struct Neighbour(std::process::Child);
+
+impl Neighbour {
+    fn start() -> Result<Neighbour, String> {
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .map(Neighbour)
+            .map_err(|e| format!("bench decode: cannot start the busy neighbour: {e}"))
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Run the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
+    let with_neighbour = args.iter().any(|a| a == "--neighbour");
     let peer = Peer::from_args(args)?;
     let max_seq = 256;
     let model = if offline {
@@ -179,6 +206,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         engines.push(e);
     }
     let streamed = model.weights.streamed_bytes() as f64;
+    let neighbour = if with_neighbour {
+        Some(Neighbour::start()?)
+    } else {
+        None
+    };
     // One warm-up round each (page faults, caches, the pool's threads).
     for e in &mut engines {
         round(e, &prompt)?;
@@ -198,9 +230,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             rates[i].push(rate);
         }
     }
+    drop(neighbour);
     let tok_s: Vec<f64> = rates.into_iter().map(median).collect();
+    let beside = if with_neighbour {
+        ", beside a process spinning on one core"
+    } else {
+        ""
+    };
     println!(
-        "decode of {TOKENS} tokens after an 8-token prompt, {ROUNDS} interleaved rounds, medians:"
+        "decode of {TOKENS} tokens after an 8-token prompt, {ROUNDS} interleaved rounds{beside}, medians:"
     );
     if peer.is_some() {
         println!("| threads | tok/s | ms/token | Q8_0 weight GB/s | llama.cpp tok/s | ratio |");
@@ -251,8 +289,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             ours2 / peer2
         );
     }
+    let neighbour_col = if with_neighbour {
+        format!(" neighbour_2t_vs_1t={:.2}", tok_s[1] / tok_s[0])
+    } else {
+        String::new()
+    };
     println!(
-        "bench decode: tok_s_1t={:.1} tok_s_2t={:.1}",
+        "bench decode: tok_s_1t={:.1} tok_s_2t={:.1}{neighbour_col}",
         tok_s[0], tok_s[1]
     );
     Ok(())

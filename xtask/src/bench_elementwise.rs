@@ -8,7 +8,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use weft_kernels::elementwise::arm::ElementwiseKernel;
+use weft_kernel::{require_features, Arm, Geometry, Host, Site, Twin};
+use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_kernels::elementwise::Func;
 
 extern "C" {
@@ -35,7 +36,7 @@ struct Candidate {
 }
 
 /// The candidates for `f`: the arm, glibc, then every twin the host runs
-/// (from `exhaustive::twin_kernels`).
+/// (from [`twin_kernels`]).
 fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
     let arm = ElementwiseKernel::arm(f).map_err(|e| e.to_string())?;
     let mut v = vec![
@@ -50,7 +51,7 @@ fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
             runner: Runner::Glibc(f),
         },
     ];
-    for (name, k) in crate::exhaustive::twin_kernels(f) {
+    for (name, k) in twin_kernels(f) {
         v.push(Candidate {
             name: name.to_string(),
             twin: true,
@@ -163,4 +164,51 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ratio(ft, fg)
     );
     Ok(())
+}
+
+/// The twins of every ISA, one line each.
+fn twins() -> Vec<Box<dyn Twin>> {
+    let mut v: Vec<Box<dyn Twin>> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    v.extend(weft_kernels::elementwise::x64::x64_twins());
+    #[cfg(target_arch = "aarch64")]
+    for f in Func::ALL {
+        v.push(Box::new(weft_kernels::elementwise::a64::A64Twin::new(f)));
+    }
+    v
+}
+
+/// The placed twins of `f`'s arm that this host can run; a twin that
+/// refuses is reported on stdout and left out.
+pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
+    let arm = ElementwiseArm::new(f);
+    let host = Host::detect();
+    let site = Site::new(arm.family(), Geometry::new().with("len", 1 << 16));
+    let offer = match arm.offer(&site, &host) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("  {}: no offer: {e}", arm.name());
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for t in twins() {
+        if t.arm() != arm.name() || t.isa() != host.isa {
+            continue;
+        }
+        if let Err(e) = require_features(&host, t.requires()) {
+            println!("  {}: skipped: {e}", t.name());
+            continue;
+        }
+        let placed = t.emit(&offer).and_then(|code| {
+            // SAFETY: a twin's body honours its arm's leaf ABI (the
+            // elementwise contract); that is what a twin promises.
+            unsafe { ElementwiseKernel::from_native(&code) }
+        });
+        match placed {
+            Ok(k) => out.push((t.name(), k)),
+            Err(e) => println!("  {}: refused: {e}", t.name()),
+        }
+    }
+    out
 }

@@ -24,8 +24,7 @@ use std::time::Instant;
 
 use rug::float::Round;
 use rug::Float;
-use weft_kernel::{require_features, Arm, Geometry, Host, Site, Twin};
-use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
+use weft_kernels::elementwise::arm::ElementwiseKernel;
 use weft_kernels::elementwise::reference::{exp_f32_path, Path};
 use weft_kernels::elementwise::Func;
 
@@ -43,60 +42,17 @@ struct Candidate {
 }
 
 /// Every candidate for `f`: the arm, then every twin of it this host can
-/// run (a new twin family is one line in [`twins`]).
+/// run (a new twin family is one line in `bench_elementwise::twins`).
 fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
     let arm = ElementwiseKernel::arm(f).map_err(|e| e.to_string())?;
     let mut v = vec![Candidate {
         name: "arm",
         kernel: arm,
     }];
-    for (name, kernel) in twin_kernels(f) {
+    for (name, kernel) in crate::bench_elementwise::twin_kernels(f) {
         v.push(Candidate { name, kernel });
     }
     Ok(v)
-}
-
-/// The twins of every ISA, one line each.
-fn twins() -> Vec<Box<dyn Twin>> {
-    let mut v: Vec<Box<dyn Twin>> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    v.extend(weft_kernels::elementwise::x64::x64_twins());
-    v
-}
-
-/// The placed twins of `f`'s arm that this host can run; a twin that
-/// refuses is reported on stdout and left out.
-pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
-    let arm = ElementwiseArm::new(f);
-    let host = Host::detect();
-    let site = Site::new(arm.family(), Geometry::new().with("len", 1 << 16));
-    let offer = match arm.offer(&site, &host) {
-        Ok(o) => o,
-        Err(e) => {
-            println!("  {}: no offer: {e}", arm.name());
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    for t in twins() {
-        if t.arm() != arm.name() || t.isa() != host.isa {
-            continue;
-        }
-        if let Err(e) = require_features(&host, t.requires()) {
-            println!("  {}: skipped: {e}", t.name());
-            continue;
-        }
-        let placed = t.emit(&offer).and_then(|code| {
-            // SAFETY: a twin's body honours its arm's leaf ABI (the
-            // elementwise contract); that is what a twin promises.
-            unsafe { ElementwiseKernel::from_native(&code) }
-        });
-        match placed {
-            Ok(k) => out.push((t.name(), k)),
-            Err(e) => println!("  {}: refused: {e}", t.name()),
-        }
-    }
-    out
 }
 
 fn glibc(f: Func, x: f32) -> f32 {

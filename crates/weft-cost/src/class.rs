@@ -56,6 +56,9 @@ pub enum Class {
     VecShift,
     /// A shuffle within 128-bit lanes (unpack, shuffle, movshdup, zip, ext).
     VecShuffle,
+    /// A horizontal add of adjacent pairs (`phaddd`, `haddps`): decoded as
+    /// shuffles feeding an add, so several macro-ops.
+    VecHorizontalAdd,
     /// A shuffle across 128-bit lanes (extract, permute).
     VecShuffleCross,
     /// A 128- or 256-bit insert, or a broadcast from a vector register.
@@ -107,7 +110,7 @@ pub enum Class {
 
 impl Class {
     /// Every class, in table order.
-    pub const ALL: [Class; 45] = [
+    pub const ALL: [Class; 46] = [
         Class::IntAlu,
         Class::IntShift,
         Class::IntMul,
@@ -131,6 +134,7 @@ impl Class {
         Class::VecIntMul,
         Class::VecShift,
         Class::VecShuffle,
+        Class::VecHorizontalAdd,
         Class::VecShuffleCross,
         Class::VecInsert,
         Class::VecBlend,
@@ -181,6 +185,7 @@ impl Class {
             Class::VecIntMul => "vec.int-mul",
             Class::VecShift => "vec.shift",
             Class::VecShuffle => "vec.shuffle",
+            Class::VecHorizontalAdd => "vec.hadd",
             Class::VecShuffleCross => "vec.shuffle-cross",
             Class::VecInsert => "vec.insert",
             Class::VecBlend => "vec.blend",

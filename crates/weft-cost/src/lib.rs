@@ -607,6 +607,7 @@ pub fn bare_offer(flops: u64, bytes_moved: u64) -> Offer {
                 nan: weft_kernel::NanRule::ByBits,
                 notes: String::new(),
             },
+            aliasing: weft_kernel::Aliasing::disjoint(),
         },
         packed: Vec::new(),
         views: None,

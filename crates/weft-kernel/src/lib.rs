@@ -175,6 +175,55 @@ pub struct Contract {
     pub args: String,
     /// How it rounds.
     pub arithmetic: ArithmeticContract,
+    /// Which operands may share memory; every other pair is disjoint.
+    pub aliasing: Aliasing,
+}
+
+/// Which operands of a kernel may be the same memory.
+///
+/// Each declared pair may be *equal* (same start, same extent: the kernel
+/// runs in place); any other overlap stays forbidden. A contract that
+/// declares nothing means every operand is disjoint from every other, and
+/// the validator never calls such a kernel in place. A declared pair is a
+/// promise the validator checks: an in-place call must give the bits of a
+/// call with separate buffers, for the arm and for every twin.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Aliasing {
+    equal: Vec<(String, String)>,
+}
+
+impl Aliasing {
+    /// Every operand disjoint from every other (the default).
+    pub fn disjoint() -> Self {
+        Self::default()
+    }
+
+    /// These rules, and `a` may equal `b` (order does not matter).
+    pub fn may_equal(mut self, a: &str, b: &str) -> Self {
+        if !self.allows_equal(a, b) {
+            let pair = if a <= b { (a, b) } else { (b, a) };
+            self.equal.push((pair.0.to_owned(), pair.1.to_owned()));
+            self.equal.sort();
+        }
+        self
+    }
+
+    /// Whether `a` and `b` may be the same memory.
+    pub fn allows_equal(&self, a: &str, b: &str) -> bool {
+        self.equal
+            .iter()
+            .any(|(x, y)| (x == a && y == b) || (x == b && y == a))
+    }
+
+    /// The pairs that may be equal, each with its names in order.
+    pub fn equal_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.equal.iter().map(|(a, b)| (a.as_str(), b.as_str()))
+    }
+
+    /// Whether no pair may be equal.
+    pub fn is_disjoint(&self) -> bool {
+        self.equal.is_empty()
+    }
 }
 
 /// An operand repacked at plan time into the layout an arm wants; shared by
@@ -376,6 +425,35 @@ pub enum Refusal {
         /// The twin's output bits.
         twin_bits: u64,
     },
+    /// A kernel called in place (operands the contract lets be equal) gave
+    /// other bits than the same call with separate buffers.
+    #[error(
+        "in-place-mismatch: {kernel} with {operands} equal, at index {index}, input {input}: \
+         separate buffers {separate_bits:#010x}, in place {in_place_bits:#010x}"
+    )]
+    InPlaceMismatch {
+        /// The candidate that broke the aliasing promise (arm or twin).
+        kernel: String,
+        /// The operands that shared memory, as `a = b`.
+        operands: String,
+        /// First differing output index.
+        index: usize,
+        /// The input(s) that produced it, rendered.
+        input: String,
+        /// The word with separate buffers (the arm's, which is the truth).
+        separate_bits: u64,
+        /// The word in place.
+        in_place_bits: u64,
+    },
+    /// The contract lets two operands be equal, but the family's validation
+    /// cannot run them so: the promise would go unchecked.
+    #[error("aliasing-unvalidated: the contract lets `{a}` equal `{b}`, the validation cannot run them in place")]
+    AliasingUnvalidated {
+        /// One operand.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// The executable-memory probe failed on this host.
     #[error("probe-failed: {cause}")]
     ProbeFailed {
@@ -434,6 +512,8 @@ impl Refusal {
             Refusal::MissingDimension { .. } => "missing-dimension",
             Refusal::BadOperand { .. } => "bad-operand",
             Refusal::Mismatch { .. } => "mismatch",
+            Refusal::InPlaceMismatch { .. } => "in-place-mismatch",
+            Refusal::AliasingUnvalidated { .. } => "aliasing-unvalidated",
             Refusal::ProbeFailed { .. } => "probe-failed",
             Refusal::PlaceFailed { .. } => "place-failed",
             Refusal::EmitError { .. } => "emit-error",

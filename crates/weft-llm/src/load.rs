@@ -60,7 +60,88 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
     config
         .check()
         .map_err(|reason| ModelError::Config { reason })?;
+    check_against_tensors(g, &config)?;
     Ok(config)
+}
+
+/// The metadata that sizes allocations (blocks, width, feed-forward width,
+/// heads, vocabulary) must agree with the tensors the file actually holds,
+/// checked before anything is allocated from it: a file claiming 2^31
+/// blocks is a named error at once, not an allocation failure a minute on.
+fn check_against_tensors(g: &Gguf, c: &Config) -> Result<(), ModelError> {
+    let claim = |what: &str, meta: usize, file: String| ModelError::Config {
+        reason: format!("the metadata says {what} {meta}, but {file}"),
+    };
+    // Blocks: the highest `blk.N.` index present, plus one.
+    let blocks = g
+        .tensor_infos()
+        .iter()
+        .filter_map(|t| {
+            t.name()
+                .strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |m| m + 1);
+    if c.layers as u64 != blocks {
+        return Err(claim(
+            "llama.block_count",
+            c.layers,
+            format!("the file has tensors for {blocks} blocks"),
+        ));
+    }
+    let dims = |name: &str| -> Result<Vec<u64>, ModelError> {
+        g.tensor_info(name)
+            .map(|t| t.dims().to_vec())
+            .ok_or_else(|| ModelError::Shape {
+                tensor: name.to_owned(),
+                reason: "missing from the file".to_owned(),
+            })
+    };
+    // ggml order: dims[0] is the row length.
+    let embd = dims("token_embd.weight")?;
+    if embd.first() != Some(&(c.dim as u64)) {
+        return Err(claim(
+            "llama.embedding_length",
+            c.dim,
+            format!("token_embd.weight has rows of {:?}", embd.first()),
+        ));
+    }
+    if embd.get(1) != Some(&(c.vocab as u64)) {
+        return Err(claim(
+            "a vocabulary of",
+            c.vocab,
+            format!("token_embd.weight has {:?} rows", embd.get(1)),
+        ));
+    }
+    let up = dims("blk.0.ffn_up.weight")?;
+    if up.get(1) != Some(&(c.hidden as u64)) {
+        return Err(claim(
+            "llama.feed_forward_length",
+            c.hidden,
+            format!("blk.0.ffn_up.weight has {:?} rows", up.get(1)),
+        ));
+    }
+    let q = dims("blk.0.attn_q.weight")?;
+    let k = dims("blk.0.attn_k.weight")?;
+    let kv_rows = (c.kv_heads * c.head_dim()) as u64;
+    if q.get(1) != Some(&(c.dim as u64)) || k.get(1) != Some(&kv_rows) {
+        return Err(claim(
+            "heads/kv_heads",
+            c.heads,
+            format!(
+                "attn_q has {:?} rows and attn_k {:?} (want {} and {kv_rows} for {} kv heads)",
+                q.get(1),
+                k.get(1),
+                c.dim,
+                c.kv_heads
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Every weight of a `llama` GGUF file, converted on `threads` threads
@@ -139,4 +220,106 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
     };
     w.check()?;
     Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_gguf::{Gguf, GgufWriter, TensorType, Value};
+
+    use super::config;
+    use crate::ModelError;
+
+    /// A one-block llama file with only the tensors `config` reads the
+    /// shapes of; `edit` changes the metadata before it is written.
+    fn tiny(edit: impl FnOnce(&mut Vec<(&'static str, Value)>)) -> Gguf {
+        let mut meta = vec![
+            ("general.architecture", Value::String("llama".into())),
+            ("llama.embedding_length", Value::U32(32)),
+            ("llama.feed_forward_length", Value::U32(64)),
+            ("llama.block_count", Value::U32(1)),
+            ("llama.attention.head_count", Value::U32(2)),
+            ("llama.attention.head_count_kv", Value::U32(1)),
+            ("llama.vocab_size", Value::U32(8)),
+            ("llama.context_length", Value::U32(128)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ];
+        edit(&mut meta);
+        let mut w = GgufWriter::new();
+        for (k, v) in meta {
+            w.metadata(k, v);
+        }
+        let f32s = |n: usize| vec![0u8; 4 * n];
+        w.tensor("token_embd.weight", &[32, 8], TensorType::F32, &f32s(256));
+        w.tensor(
+            "blk.0.attn_q.weight",
+            &[32, 32],
+            TensorType::F32,
+            &f32s(1024),
+        );
+        w.tensor(
+            "blk.0.attn_k.weight",
+            &[32, 16],
+            TensorType::F32,
+            &f32s(512),
+        );
+        w.tensor(
+            "blk.0.ffn_up.weight",
+            &[32, 64],
+            TensorType::F32,
+            &f32s(2048),
+        );
+        Gguf::from_bytes(w.to_bytes()).expect("the tiny file parses")
+    }
+
+    fn set(meta: &mut [(&'static str, Value)], key: &str, v: Value) {
+        meta.iter_mut().find(|(k, _)| *k == key).expect(key).1 = v;
+    }
+
+    fn refusal(g: &Gguf) -> String {
+        match config(g, 64) {
+            Err(e @ ModelError::Config { .. }) => e.to_string(),
+            other => panic!("expected a bad-config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn metadata_that_matches_the_tensors_is_accepted() {
+        let c = config(&tiny(|_| {}), 64).expect("accepted");
+        assert_eq!(
+            (c.layers, c.dim, c.hidden, c.vocab, c.max_seq),
+            (1, 32, 64, 8, 64)
+        );
+    }
+
+    #[test]
+    fn a_block_count_of_2_pow_31_is_refused_before_anything_is_allocated() {
+        let g = tiny(|m| set(m, "llama.block_count", Value::U32(1 << 31)));
+        let e = refusal(&g);
+        assert!(e.contains("llama.block_count 2147483648"), "{e}");
+        assert!(e.contains("tensors for 1 blocks"), "{e}");
+    }
+
+    #[test]
+    fn a_vocabulary_larger_than_the_embeddings_is_refused() {
+        let g = tiny(|m| set(m, "llama.vocab_size", Value::U32(1 << 31)));
+        let e = refusal(&g);
+        assert!(e.contains("vocabulary of 2147483648"), "{e}");
+    }
+
+    #[test]
+    fn widths_and_heads_that_disagree_with_the_tensors_are_refused() {
+        let g = tiny(|m| set(m, "llama.feed_forward_length", Value::U32(1 << 30)));
+        assert!(refusal(&g).contains("llama.feed_forward_length"));
+        let g = tiny(|m| set(m, "llama.attention.head_count_kv", Value::U32(2)));
+        assert!(refusal(&g).contains("kv heads"));
+    }
+
+    #[test]
+    fn a_context_length_of_2_pow_40_is_a_named_type_error() {
+        // The key is a u32 in llama.cpp's files; a u64 is refused by name
+        // (and the KV cache is sized by the caller's max_seq anyway).
+        let g = tiny(|m| set(m, "llama.context_length", Value::U64(1 << 40)));
+        let e = config(&g, 64).expect_err("refused");
+        assert!(matches!(e, ModelError::Gguf { .. }), "{e}");
+    }
 }

@@ -571,7 +571,7 @@ impl Planner {
                         return Err(PlanError::Strict {
                             index,
                             twin: twin.name().to_owned(),
-                            refusal: r,
+                            refusal: Box::new(r),
                         });
                     }
                     reports[report].verdict = refused(&r, cached);

@@ -7,6 +7,16 @@
 //! after a job (the next call of a plan usually follows within
 //! microseconds), then sleep on a condition variable.
 //!
+//! A busy neighbour (another process spinning on one of the cores) must
+//! cost a call no more than losing that thread would. Three rules keep it
+//! so: a call is cut into [`PARTS_PER_THREAD`] parts per thread, claimed one
+//! at a time, so a thread the kernel has descheduled holds back one small
+//! part, not a share of the work; the caller, once it has run out of
+//! parts, spins a few checks and then yields the core on every check, so
+//! a worker that shares the core with it can finish; and a worker that
+//! keeps arriving after the parts are gone stops spinning and sleeps until
+//! the next publish instead of taking a core it does not get work on.
+//!
 //! Invariants:
 //!
 //! - **Bit-identical to one call.** Each output element is computed by
@@ -29,6 +39,18 @@ use weft_kernel::{Kernel, KernelArgs, MemberViews};
 /// How long an idle worker spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(300);
 
+/// Parts per thread when a call is split: enough that a stalled thread
+/// holds back a small piece, few enough that a part's fixed cost (one
+/// claim, one call) stays small beside its work.
+pub const PARTS_PER_THREAD: u64 = 4;
+
+/// Completion checks the caller spins through before it starts yielding.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// Jobs in a row a worker may arrive too late for (every part claimed)
+/// before it stops spinning between jobs and sleeps instead.
+const LATE_STREAK: u32 = 4;
+
 /// One published call: parts `0..n`, claimed by whoever comes first.
 struct Job {
     run: unsafe fn(*const (), *const (), usize),
@@ -49,13 +71,15 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 impl Job {
-    /// Claim and run parts until none is left.
-    fn work(&self) {
+    /// Claim and run parts until none is left; the number this thread ran.
+    fn work(&self) -> usize {
+        let mut ran = 0;
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             if i >= self.n {
-                return;
+                return ran;
             }
+            ran += 1;
             // SAFETY: `i < n`, and the publisher keeps `kernel` and
             // `parts[..n]` alive until `done` reaches `n`, which needs this
             // part to finish first.
@@ -246,13 +270,17 @@ impl Executor {
         });
         self.publish(Some(Arc::clone(&job)));
         job.work();
+        // The parts left are running on other threads. Spin briefly (they
+        // usually finish within microseconds), then yield on every check: a
+        // worker descheduled in favour of this thread or a neighbour gets
+        // the core back sooner.
         let mut spins = 0u32;
         while job.done.load(Ordering::Acquire) < job.n {
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1 << 12) {
-                std::thread::yield_now();
-            } else {
+            if spins < SPINS_BEFORE_YIELD {
+                spins += 1;
                 std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
         // Drop the pool's reference so no worker sees this job again.
@@ -263,14 +291,19 @@ impl Executor {
             .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
-    /// Split `args` over its member views into up to `threads()` parts
-    /// (cuts on multiples of the granule) and run them.
+    /// Split `args` over its member views into up to
+    /// [`PARTS_PER_THREAD`] × `threads()` parts (cuts on multiples of the
+    /// granule; one part on one thread) and run them.
     ///
     /// # Safety
     ///
     /// `args` must be valid for [`Kernel::call`] for the whole call.
     pub unsafe fn run<A: KernelArgs>(&self, kernel: &Kernel<A>, args: &A, views: &MemberViews) {
-        let ranges = split_range(args.range(), views.granule, self.threads as u64);
+        let parts = match self.threads {
+            1 => 1,
+            t => t as u64 * PARTS_PER_THREAD,
+        };
+        let ranges = split_range(args.range(), views.granule, parts);
         let parts: Vec<A> = ranges.into_iter().map(|r| args.restrict(r)).collect();
         // SAFETY: `args` is valid (the caller's promise); its restrictions to
         // the disjoint ranges above are what `KernelArgs` allows to overlap.
@@ -307,6 +340,9 @@ impl Drop for Executor {
 
 fn worker(s: &Shared) {
     let mut seen = 0u64;
+    // Jobs in a row this worker found already fully claimed: a sign that
+    // it is not getting a core when the caller does (a busy neighbour).
+    let mut late = 0u32;
     loop {
         let since = Instant::now();
         let mut spins = 0u32;
@@ -320,8 +356,14 @@ fn worker(s: &Shared) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(256) || since.elapsed() < SPIN {
-                std::hint::spin_loop();
+            let spinning = late < LATE_STREAK && since.elapsed() < SPIN;
+            if spinning {
+                if spins.is_multiple_of(256) {
+                    // Bounded politeness: let a neighbour on this core run.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             // Sleep until a new generation (checked under the lock, after
@@ -334,9 +376,8 @@ fn worker(s: &Shared) {
             s.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
         let job = s.job.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(job) = job {
-            job.work();
-        }
+        let ran = job.map_or(0, |job| job.work());
+        late = if ran == 0 { late.saturating_add(1) } else { 0 };
     }
 }
 
@@ -418,6 +459,24 @@ mod tests {
             after.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(after.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_slow_part_does_not_hold_back_the_parts_after_it() {
+        // Part 0 stalls (a thread descheduled by a busy neighbour): with
+        // parts claimed one at a time, the other thread runs every other
+        // part meanwhile, so part 0 is the last to finish.
+        let exec = Executor::new(2);
+        let order = std::sync::Mutex::new(Vec::new());
+        exec.for_each_part(8, &|i| {
+            if i == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            order.lock().unwrap().push(i);
+        });
+        let order = order.into_inner().unwrap();
+        assert_eq!(order.len(), 8);
+        assert_eq!(order.last(), Some(&0), "{order:?}");
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub enum PlanError {
         /// The twin.
         twin: String,
         /// Its refusal (`mismatch`, `emit-error`).
-        refusal: Refusal,
+        refusal: Box<Refusal>,
     },
     /// A family's registration is inconsistent.
     #[error("bad-registration: family {family}: {reason}")]

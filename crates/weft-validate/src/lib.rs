@@ -7,7 +7,8 @@
 //! where the contract's [`NanRule`] says so). The answer is an [`Outcome`]:
 //! accepted with a [`Verdict`], or refused with a named [`Refusal`]
 //! (`mismatch` with the first differing index, its input and both bit
-//! patterns; `missing-feature`; `wrong-isa`; `probe-failed`/`place-failed`;
+//! patterns; `in-place-mismatch` when an arm or twin called in place gives
+//! other bits than with separate buffers; `missing-feature`; `wrong-isa`; `probe-failed`/`place-failed`;
 //! `emit-error`). [`EmitMode`] reads `WEFT_NATIVE_EMIT` and turns an outcome
 //! into the caller's decision: on (a refused twin is simply not offered), off
 //! (no twin is emitted at all) or strict (a mismatch or emit error stops the
@@ -24,6 +25,10 @@
 //! - **Deterministic.** Cases come from the family and a seed (the crate's
 //!   [`SplitMix64`] generator); the same seed gives the same cases, so a
 //!   refusal can be reproduced.
+//! - **Aliasing is declared, never assumed.** Operands run in one buffer
+//!   only when the contract's [`weft_kernel::Aliasing`] lets them be equal,
+//!   and then always: a kernel is never called in place on a contract that
+//!   did not promise it, and never trusted in place without being run so.
 //! - **Family-agnostic.** This crate knows no family: a family implements
 //!   [`Validation`] (or uses the ready-made [`UnaryF32`] for `f32 -> f32`
 //!   elementwise functions) and says which argument struct its kernels take.
@@ -155,6 +160,32 @@ pub unsafe trait Validation {
     /// The input behind output word `index` of `case`, rendered for a
     /// [`Refusal::Mismatch`].
     fn describe_input(&self, case: &Self::Case, index: usize) -> String;
+
+    /// The operand pairs, by the names contracts use, that
+    /// [`Validation::run_aliased`] can lay in one buffer. None by default.
+    fn aliasable(&self) -> &[(&'static str, &'static str)] {
+        &[]
+    }
+
+    /// Run `kernel` once on `case` with operands `a` and `b` (a pair of
+    /// [`Validation::aliasable`]) in the same memory, returning outputs laid
+    /// out as [`Validation::run`] lays them, so the two compare word by word.
+    /// [`validate`] calls it only for pairs the offer's contract declares
+    /// ([`weft_kernel::Aliasing`]); a contract that declares nothing is
+    /// never called in place.
+    fn run_aliased(
+        &self,
+        kernel: &Kernel<Self::Args>,
+        case: &Self::Case,
+        a: &str,
+        b: &str,
+    ) -> Result<Outputs, Refusal> {
+        let _ = (kernel, case);
+        Err(Refusal::AliasingUnvalidated {
+            a: a.to_owned(),
+            b: b.to_owned(),
+        })
+    }
 }
 
 /// What an accepted twin was checked on.
@@ -164,7 +195,8 @@ pub struct Verdict {
     pub twin: &'static str,
     /// The arm it mirrors.
     pub arm: &'static str,
-    /// Cases run.
+    /// Cases run: each case once with separate buffers, and once more in
+    /// place for every operand pair the contract lets be equal.
     pub cases: usize,
     /// Output words compared, over every case.
     pub words: usize,
@@ -182,13 +214,14 @@ pub enum Outcome {
     Refused(Refusal),
 }
 
-/// Whether `refusal` says the twin itself is wrong (its output differs from
-/// the arm's, or it could not emit its body) rather than that this host or
-/// this mode cannot use it. Strict mode turns exactly these into errors.
+/// Whether `refusal` says a kernel itself is wrong (the twin's output differs
+/// from the arm's, a call in place differs from one with separate buffers,
+/// or the twin could not emit its body) rather than that this host or this
+/// mode cannot use it. Strict mode turns exactly these into errors.
 pub fn is_twin_fault(refusal: &Refusal) -> bool {
     matches!(
         refusal,
-        Refusal::Mismatch { .. } | Refusal::EmitError { .. }
+        Refusal::Mismatch { .. } | Refusal::InPlaceMismatch { .. } | Refusal::EmitError { .. }
     )
 }
 
@@ -274,6 +307,11 @@ pub fn validate_in<V: Validation>(
 /// executable-memory probe must pass (`probe-failed`) and both bodies must
 /// place (`place-failed`); then every case runs on
 /// the arm and on the twin, and the first differing word is a `mismatch`.
+/// For every operand pair the contract lets be equal
+/// ([`weft_kernel::Aliasing`]) each case also runs in place, arm and twin,
+/// and must give the arm's separate-buffer bits (`in-place-mismatch`,
+/// naming the kernel that broke the promise); a declared pair `v` cannot
+/// run is refused before anything runs (`aliasing-unvalidated`).
 pub fn validate<V: Validation>(
     twin: &dyn Twin,
     arm_code: &NativeCode,
@@ -319,6 +357,21 @@ fn run_validation<V: Validation>(
             ),
         });
     }
+    // Every pair the contract lets be equal is run in place; a pair the
+    // validation cannot lay in one buffer would be a promise nobody checks.
+    let aliased: Vec<(&str, &str)> = offer.contract.aliasing.equal_pairs().collect();
+    for &(a, b) in &aliased {
+        let runnable = v
+            .aliasable()
+            .iter()
+            .any(|&(x, y)| (x == a && y == b) || (x == b && y == a));
+        if !runnable {
+            return Err(Refusal::AliasingUnvalidated {
+                a: a.to_owned(),
+                b: b.to_owned(),
+            });
+        }
+    }
     let twin_code = emit_contained(twin, offer)?;
     if twin_code.isa != host.isa {
         return Err(Refusal::WrongIsa {
@@ -353,11 +406,32 @@ fn run_validation<V: Validation>(
             });
         }
         words += want.bits.len();
+        // In place, arm and twin alike must give the arm's bits with
+        // separate buffers: the arm is checked too, because it is the truth
+        // every twin is held to.
+        for &(a, b) in &aliased {
+            for (name, kernel) in [(twin.arm(), &arm_kernel), (twin.name(), &twin_kernel)] {
+                let got = v.run_aliased(kernel, case, a, b)?;
+                if let Some((index, separate_bits, in_place_bits)) =
+                    want.first_difference(&got, rule)
+                {
+                    return Err(Refusal::InPlaceMismatch {
+                        kernel: name.to_owned(),
+                        operands: format!("{a} = {b}"),
+                        index,
+                        input: v.describe_input(case, index),
+                        separate_bits,
+                        in_place_bits,
+                    });
+                }
+                words += got.bits.len();
+            }
+        }
     }
     Ok(Verdict {
         twin: twin.name(),
         arm: twin.arm(),
-        cases: cases.len(),
+        cases: cases.len() * (1 + aliased.len()),
         words,
         seed,
     })

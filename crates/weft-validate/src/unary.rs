@@ -167,7 +167,9 @@ impl fmt::Display for UnaryCase {
 }
 
 /// The [`Validation`] of an elementwise `f32 -> f32` kernel whose argument
-/// struct `A` is built from the input and output slices by `make_args`.
+/// struct `A` is built from the input and output pointers and the length by
+/// `make_args`. Its operands are called `input` and `output`; when the
+/// contract lets them be equal, each case also runs in place.
 ///
 /// [`Validation::run`] lays both slices `offset` elements past a 64-byte
 /// boundary with [`GUARD_ELEMENTS`] canary words ([`CANARY_F32`]) either side
@@ -181,16 +183,17 @@ pub struct UnaryF32<A, F> {
     _args: PhantomData<fn() -> A>,
 }
 
-impl<A, F: Fn(&[f32], &mut [f32]) -> A> UnaryF32<A, F> {
+impl<A, F: Fn(*const f32, *mut f32, usize) -> A> UnaryF32<A, F> {
     /// A validation for kernels taking the struct `args_name`.
     ///
     /// # Safety
     ///
     /// `A` must be the `#[repr(C)]` struct contracts call `args_name`, and
-    /// `make_args(input, output)` (two slices of one length) must return an
-    /// `A` that describes exactly those two slices, so that a kernel honouring
-    /// the contract reads and writes only inside them (plus whatever `A`
-    /// points to that `make_args` keeps alive, such as a table).
+    /// `make_args(input, output, len)` (two pointers valid for `len` f32s,
+    /// disjoint or equal) must return an `A` that describes exactly those
+    /// two runs of `len` elements, so that a kernel honouring the contract
+    /// reads and writes only inside them (plus whatever `A` points to that
+    /// `make_args` keeps alive, such as a table).
     pub unsafe fn new(args_name: impl Into<String>, inputs: UnaryF32Inputs, make_args: F) -> Self {
         Self {
             args_name: args_name.into(),
@@ -236,10 +239,14 @@ impl Laid {
     }
 }
 
+/// The operand pair a unary kernel may run in place.
+const IN_PLACE: [(&str, &str); 1] = [("input", "output")];
+
 // SAFETY: `UnaryF32::new`'s caller promised that `A` is the struct named
-// `args_name` and that `make_args` describes exactly the two slices it is
-// given; `run` hands it slices of one length that live until the call returns.
-unsafe impl<A, F: Fn(&[f32], &mut [f32]) -> A> Validation for UnaryF32<A, F> {
+// `args_name` and that `make_args` describes exactly the two runs it is
+// given; `run` and `run_aliased` hand it pointers into buffers of at least
+// `len` elements that live until the call returns.
+unsafe impl<A, F: Fn(*const f32, *mut f32, usize) -> A> Validation for UnaryF32<A, F> {
     type Args = A;
     type Case = UnaryCase;
 
@@ -255,16 +262,50 @@ unsafe impl<A, F: Fn(&[f32], &mut [f32]) -> A> Validation for UnaryF32<A, F> {
         let len = case.input.len();
         let input = Laid::new(len, case.offset, |i| case.input[i]);
         let mut output = Laid::new(len, case.offset, |_| CANARY_F32);
-        let args = {
-            let i = &input.buf[input.start..input.start + len];
-            let o = &mut output.buf[output.start..output.start + len];
-            (self.make_args)(i, o)
-        };
-        // SAFETY: `make_args` built `args` from `i` and `o`, which live in
-        // `input` and `output` across the call (the `Validation` promise).
+        let args = (self.make_args)(
+            input.buf[input.start..].as_ptr(),
+            output.buf[output.start..].as_mut_ptr(),
+            len,
+        );
+        // SAFETY: `make_args` built `args` from two pointers with `len`
+        // elements each behind them, in `input` and `output`, which live
+        // across the call (the `Validation` promise).
         unsafe { kernel.call(&args) };
         drop(args);
         Ok(Outputs::from_f32(output.words()))
+    }
+
+    fn aliasable(&self) -> &[(&'static str, &'static str)] {
+        &IN_PLACE
+    }
+
+    fn run_aliased(
+        &self,
+        kernel: &Kernel<A>,
+        case: &UnaryCase,
+        a: &str,
+        b: &str,
+    ) -> Result<Outputs, Refusal> {
+        if !IN_PLACE
+            .iter()
+            .any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b))
+        {
+            return Err(Refusal::AliasingUnvalidated {
+                a: a.to_owned(),
+                b: b.to_owned(),
+            });
+        }
+        // One buffer holding the input, guarded like `run`'s output, so the
+        // words compare one for one with a separate-buffer run.
+        let len = case.input.len();
+        let mut data = Laid::new(len, case.offset, |i| case.input[i]);
+        let p = data.buf[data.start..].as_mut_ptr();
+        let args = (self.make_args)(p, p, len);
+        // SAFETY: as in `run`, with input and output the same `len`
+        // elements of `data`, which lives across the call.
+        unsafe { kernel.call(&args) };
+        drop(args);
+        Ok(Outputs::from_f32(data.words()))
     }
 
     fn describe_input(&self, case: &UnaryCase, index: usize) -> String {

@@ -9,8 +9,8 @@
 
 use iced_x86::code_asm::*;
 use weft_kernel::{
-    ArithmeticContract, Contract, Feature, FmaUse, Geometry, Host, Isa, NanRule, NativeCode, Offer,
-    ReductionOrder, Refusal, Twin,
+    Aliasing, ArithmeticContract, Contract, Feature, FmaUse, Geometry, Host, Isa, NanRule,
+    NativeCode, Offer, ReductionOrder, Refusal, Twin,
 };
 use weft_validate::{
     validate, validate_in, EmitMode, Outcome, UnaryF32, UnaryF32Inputs, Validation,
@@ -39,6 +39,7 @@ fn offer() -> Offer {
                 nan: NanRule::ByClass,
                 notes: "out[i] = in[i] * in[i], one rounding".into(),
             },
+            aliasing: Aliasing::disjoint(),
         },
         packed: Vec::new(),
         views: None,
@@ -55,10 +56,10 @@ fn validation() -> impl Validation<Args = UnaryArgs> {
     // SAFETY: `UnaryArgs` is the struct `test.UnaryArgs` and describes
     // exactly the two slices it is built from.
     unsafe {
-        UnaryF32::new(ARGS, inputs, |i: &[f32], o: &mut [f32]| UnaryArgs {
-            input: i.as_ptr(),
-            output: o.as_mut_ptr(),
-            len: i.len().min(o.len()),
+        UnaryF32::new(ARGS, inputs, |input, output, len| UnaryArgs {
+            input,
+            output,
+            len,
         })
     }
 }
@@ -83,6 +84,10 @@ enum Body {
     Copy,
     /// Scalar square, but one element too many (a wrong twin).
     Overrun,
+    /// Scalar square, then the same loop again over the input: right with
+    /// separate buffers, `in^4` in place (wrong only in place, as the exp
+    /// arm once was).
+    SquareTwice,
 }
 
 fn emit(body: Body) -> Result<Vec<u8>, IcedError> {
@@ -111,19 +116,27 @@ fn emit(body: Body) -> Result<Vec<u8>, IcedError> {
         a.jae(vec)?;
         a.set_label(&mut tail)?;
     }
-    let mut scalar = a.create_label();
-    a.test(r8, r8)?;
-    a.jz(done)?;
-    a.set_label(&mut scalar)?;
-    a.movss(xmm0, dword_ptr(rax))?;
-    if body != Body::Copy {
-        a.mulss(xmm0, xmm0)?;
+    let passes = if body == Body::SquareTwice { 2 } else { 1 };
+    for pass in 0..passes {
+        if pass > 0 {
+            a.mov(rax, qword_ptr(p))?;
+            a.mov(rdx, qword_ptr(p + 8))?;
+            a.mov(r8, qword_ptr(p + 16))?;
+        }
+        let mut scalar = a.create_label();
+        a.test(r8, r8)?;
+        a.jz(done)?;
+        a.set_label(&mut scalar)?;
+        a.movss(xmm0, dword_ptr(rax))?;
+        if body != Body::Copy {
+            a.mulss(xmm0, xmm0)?;
+        }
+        a.movss(dword_ptr(rdx), xmm0)?;
+        a.add(rax, 4)?;
+        a.add(rdx, 4)?;
+        a.dec(r8)?;
+        a.jnz(scalar)?;
     }
-    a.movss(dword_ptr(rdx), xmm0)?;
-    a.add(rax, 4)?;
-    a.add(rdx, 4)?;
-    a.dec(r8)?;
-    a.jnz(scalar)?;
     a.set_label(&mut done)?;
     if body == Body::VectorSquare {
         a.vzeroupper()?;
@@ -186,17 +199,36 @@ const OVERRUN: ToyTwin = ToyTwin {
     requires: &[],
 };
 
+/// A right scalar twin, for pairing with a wrong arm.
+const SCALAR: ToyTwin = ToyTwin {
+    name: "square.twin.scalar",
+    body: Some(Body::ScalarSquare),
+    requires: &[],
+};
+const TWICE: ToyTwin = ToyTwin {
+    name: "square.twin.twice",
+    body: Some(Body::SquareTwice),
+    requires: &[],
+};
+
+/// The toy offer with `input` and `output` allowed to be equal.
+fn in_place_offer() -> Offer {
+    let mut o = offer();
+    o.contract.aliasing = Aliasing::disjoint().may_equal("input", "output");
+    o
+}
+
 fn host() -> Host {
     weft_kernel::Host::detect()
 }
 
 #[test]
+#[cfg_attr(
+    not(weft_host_has = "avx"),
+    ignore = "needs avx, which this host lacks"
+)]
 fn a_right_twin_is_accepted() {
     let host = host();
-    if !host.has(Feature::Avx) {
-        eprintln!("skipped: this host lacks avx");
-        return;
-    }
     let outcome = validate(
         &RIGHT,
         &code(Body::ScalarSquare),
@@ -351,4 +383,109 @@ fn an_arm_for_another_isa_is_refused() {
     arm.isa = Isa::Aarch64;
     let outcome = validate(&COPY, &arm, &offer(), &host(), &validation(), 1);
     assert_eq!(outcome.refusal().map(Refusal::name), Some("wrong-isa"));
+}
+
+#[test]
+fn an_arm_wrong_only_in_place_is_refused_naming_the_arm() {
+    // The twin is right; the arm squares twice, which only shows in place.
+    let outcome = validate(
+        &SCALAR,
+        &code(Body::SquareTwice),
+        &in_place_offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    match outcome {
+        Outcome::Refused(Refusal::InPlaceMismatch {
+            kernel,
+            operands,
+            index,
+            input,
+            separate_bits,
+            in_place_bits,
+        }) => {
+            assert_eq!(kernel, "square.arm.scalar");
+            assert_eq!(operands, "input = output");
+            // Pool: +0, -0, +1, -1, ...: +1 and -1 square to 1 either way,
+            // so the first word to differ is a value other than 0 and ±1.
+            assert!(input.starts_with(&format!("in[{index}]")), "{input}");
+            let hex = input.split("= 0x").nth(1).expect("input bits");
+            let x = f32::from_bits(u32::from_str_radix(&hex[..8], 16).expect("hex"));
+            assert_eq!(separate_bits, u64::from((x * x).to_bits()), "{input}");
+            assert_eq!(
+                in_place_bits,
+                u64::from((x * x * (x * x)).to_bits()),
+                "{input}"
+            );
+        }
+        other => panic!("expected an in-place mismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_twin_wrong_only_in_place_is_refused_naming_the_twin() {
+    let outcome = validate(
+        &TWICE,
+        &code(Body::ScalarSquare),
+        &in_place_offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    let refusal = outcome.refusal().expect("refused");
+    assert_eq!(refusal.name(), "in-place-mismatch", "{refusal}");
+    let Refusal::InPlaceMismatch { kernel, .. } = refusal else {
+        unreachable!()
+    };
+    assert_eq!(kernel, "square.twin.twice");
+    assert!(weft_validate::is_twin_fault(refusal));
+}
+
+#[test]
+fn a_contract_that_declares_no_aliasing_is_never_called_in_place() {
+    // Both wrong only in place; a disjoint contract never runs them so.
+    let outcome = validate(
+        &TWICE,
+        &code(Body::SquareTwice),
+        &offer(),
+        &host(),
+        &validation(),
+        1,
+    );
+    let verdict = outcome.into_result().expect("accepted");
+    assert_eq!(verdict.cases, 4 + 17 * 4, "no in-place cases");
+    // Declared, the same pair doubles the cases and passes with right bodies.
+    let verdict = validate(
+        &SCALAR,
+        &code(Body::ScalarSquare),
+        &in_place_offer(),
+        &host(),
+        &validation(),
+        1,
+    )
+    .into_result()
+    .expect("accepted in place");
+    assert_eq!(verdict.cases, 2 * (4 + 17 * 4));
+}
+
+#[test]
+fn a_declared_pair_the_validation_cannot_run_is_refused_before_running() {
+    let mut o = offer();
+    o.contract.aliasing = Aliasing::disjoint().may_equal("input", "len");
+    let outcome = validate(
+        &SCALAR,
+        &code(Body::ScalarSquare),
+        &o,
+        &host(),
+        &validation(),
+        1,
+    );
+    assert_eq!(
+        outcome.refusal(),
+        Some(&Refusal::AliasingUnvalidated {
+            a: "input".into(),
+            b: "len".into()
+        })
+    );
 }

@@ -80,11 +80,11 @@ struct DotArgs {
 
 /// Runs the EVEX form on hardware: acc[i] += sum over 4 bytes of u8 * i8.
 #[test]
+#[cfg_attr(
+    not(all(weft_host_has = "avx512vnni", weft_host_has = "avx512vl")),
+    ignore = "needs avx512vnni and avx512vl, which this host lacks"
+)]
 fn evex_vpdpbusd_computes_u8_by_i8_dot_products() {
-    if !has_all!("avx512vnni", "avx512vl") {
-        eprintln!("skipped: host lacks AVX512-VNNI/VL");
-        return;
-    }
     let mut e = Emitter::new(Abi::host()).expect("emitter");
     e.load_arg(rax, 0).expect("a");
     e.load_arg(rdx, 8).expect("b");
@@ -235,15 +235,18 @@ fn needs_evex(dst: VectorReg, encoding: Encoding) -> bool {
     matches!(dst, VectorReg::Zmm(_)) || dst.number() >= 16 || encoding == Encoding::Evex
 }
 
+// The harness stores with EVEX vmovdqu32, so even VEX cases need AVX-512
+// here; the VEX broadcast bytes themselves are AVX2.
 #[test]
+#[cfg_attr(
+    not(all(
+        weft_host_has = "avx512f",
+        weft_host_has = "avx512vl",
+        weft_host_has = "avx512bw"
+    )),
+    ignore = "needs avx512f, avx512vl and avx512bw (the store harness), which this host lacks"
+)]
 fn broadcasts_fill_every_lane() {
-    let evex_ok = has_all!("avx512f", "avx512vl", "avx512bw");
-    // The harness stores with EVEX vmovdqu32, so even VEX cases need AVX-512
-    // here; the VEX broadcast bytes themselves are AVX2.
-    if !evex_ok {
-        eprintln!("skipped: host lacks AVX512F/VL/BW (needed by the store harness)");
-        return;
-    }
     for (constant, dst, encoding) in broadcast_cases() {
         let emitted = emit_broadcast(dst, |e| {
             e.with_encoding(encoding, |e| constant.emit(e, dst))

@@ -141,6 +141,14 @@ pub(crate) const MNEMONIC_CLASSES: &[(Class, &[&str])] = &[
         ],
     ),
     (
+        Class::VecHorizontalAdd,
+        &[
+            "phaddw", "phaddd", "phaddsw", "phsubw", "phsubd", "phsubsw", "vphaddw", "vphaddd",
+            "vphaddsw", "vphsubw", "vphsubd", "vphsubsw", "haddps", "haddpd", "hsubps", "hsubpd",
+            "vhaddps", "vhaddpd", "vhsubps", "vhsubpd",
+        ],
+    ),
+    (
         Class::VecShift,
         &[
             "psllw", "pslld", "psllq", "psrlw", "psrld", "psrlq", "psraw", "psrad", "vpsllw",

@@ -35,9 +35,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, Function, InstBuilder, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
-    ArithmeticContract, Checked, Contract, Family, FamilyEntry, FmaUse, Host, Isa, Kernel,
-    KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal, Site,
-    Twin, TwinCheck,
+    Aliasing, ArithmeticContract, Checked, Contract, Family, FamilyEntry, FmaUse, Host, Isa,
+    Kernel, KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal,
+    Site, Twin, TwinCheck,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
 
@@ -271,6 +271,7 @@ pub fn contract(stage: Stage, site: &SiteShape) -> Contract {
             nan: NanRule::ByClass,
             notes: stage.notes().to_owned(),
         },
+        aliasing: Aliasing::disjoint(),
     }
 }
 

@@ -103,7 +103,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder, Refusal,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder,
+    Refusal,
 };
 
 /// The fused family's name.
@@ -826,6 +827,7 @@ pub fn contract(site: &SiteShape) -> Contract {
                     exp (fma Cody-Waite, degree-7 Horner, times 2^n, +0 below -87)"
                 .to_owned(),
         },
+        aliasing: Aliasing::disjoint(),
     }
 }
 

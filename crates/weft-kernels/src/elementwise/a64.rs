@@ -553,7 +553,7 @@ mod tests {
     #[cfg(target_arch = "aarch64")]
     mod on_aarch64 {
         use super::super::super::arm::{ElementwiseArm, ElementwiseKernel};
-        use super::super::super::{reference, ElementwiseArgs, Func};
+        use super::super::super::{reference, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
         use super::A64Twin;
         use weft_kernel::{Arm, Geometry, Host, Site};
         use weft_validate::{validate, UnaryF32, UnaryF32Inputs};
@@ -612,11 +612,16 @@ mod tests {
             let offer = arm.offer(&site, &host).expect("offer");
             let arm_code = arm.build(&offer, host.isa).expect("arm builds");
             // SAFETY: ElementwiseArgs is the struct the elementwise contract
-            // names, and `ElementwiseArgs::new` describes exactly the two
-            // slices (plus the static table).
+            // names, and the closure describes exactly the `len` elements
+            // behind each pointer (plus the static table).
             let v = unsafe {
-                UnaryF32::new("ElementwiseArgs", inputs(f), |i: &[f32], o: &mut [f32]| {
-                    ElementwiseArgs::new(i, o).expect("equal lengths")
+                UnaryF32::new("ElementwiseArgs", inputs(f), |input, output, len| {
+                    ElementwiseArgs {
+                        input,
+                        output,
+                        len,
+                        table: ELEMENTWISE_TABLE.as_ptr(),
+                    }
                 })
             };
             let pool = v.inputs().values(seed).len();

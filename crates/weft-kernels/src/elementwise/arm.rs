@@ -6,8 +6,9 @@
 //!   (`fvpromote_low`) to f64x2; the algorithm of `reference.rs`
 //!   instantiated on f64x2 lanes; narrowed (`fvdemote`) and stored as two
 //!   64-bit stores. For exp, the rounding test's two ends are narrowed too;
-//!   if any lane of the 4 fails it, those 4 elements are recomputed by the
-//!   scalar loop (so the vector results of a failing step are overwritten).
+//!   if any lane of the 4 fails it, the step stores nothing and the scalar
+//!   loop computes those 4 elements. Storing first and recomputing after
+//!   would read back outputs as inputs when the call is in place.
 //! - scalar loop: one element a step, the same algorithm on scalar f64, and
 //!   for exp the double-double slow path and the exact rounding decision
 //!   inline (no calls). It serves the tail and the failing vector steps.
@@ -19,7 +20,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, Endianness, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use weft_kernel::{
-    ArithmeticContract, Contract, Family, FmaUse, Geometry, Host, Isa, Kernel, LoopTrip,
+    Aliasing, ArithmeticContract, Contract, Family, FmaUse, Geometry, Host, Isa, Kernel, LoopTrip,
     MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal, Site,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
@@ -397,16 +398,24 @@ pub fn build_function(target: &Target, func: Func) -> Function {
         let yi = b.ins().bitcast(types::I64X2, le, y);
         *out = b.ins().extractlane(yi, 0);
     }
-    b.ins().store(ef, outs[0], dst, 0);
-    b.ins().store(ef, outs[1], dst, 8);
     let next = b.ins().iadd_imm_s(i, 4);
     match bad {
         Some(bad) => {
+            // A step with a slow lane stores nothing: the scalar path
+            // recomputes all four from the input, which in place is still
+            // the input only until this step's results are stored over it.
+            let store = b.create_block();
             let any = b.ins().vany_true(bad);
             b.ins()
-                .brif(any, shead, &[i.into(), next.into()], vhead, &[next.into()]);
+                .brif(any, shead, &[i.into(), next.into()], store, &[]);
+            b.switch_to_block(store);
+            b.ins().store(ef, outs[0], dst, 0);
+            b.ins().store(ef, outs[1], dst, 8);
+            b.ins().jump(vhead, &[next.into()]);
         }
         None => {
+            b.ins().store(ef, outs[0], dst, 0);
+            b.ins().store(ef, outs[1], dst, 8);
             b.ins().jump(vhead, &[next.into()]);
         }
     }
@@ -526,6 +535,7 @@ pub fn contract(func: Func, len: u64) -> Contract {
             nan: NanRule::ByClass,
             notes: "correctly rounded f32 results; steps in weft_kernels::elementwise".to_string(),
         },
+        aliasing: Aliasing::disjoint().may_equal("input", "output"),
     }
 }
 

@@ -231,12 +231,123 @@ mod arm_tests {
                     // nothing written outside
                     assert!(out[..start + 1].iter().all(|v| *v == -7.0));
                     assert!(out[start + 1 + n..].iter().all(|v| *v == -7.0));
+                    // and the same window in place
+                    let mut data = pool[..start + n + 1].to_vec();
+                    k.run_in_place(&mut data[start..start + n]);
+                    for (i, x) in xs.iter().enumerate() {
+                        assert!(same(data[start + i], f.reference()(*x)), "in place");
+                    }
+                    assert_eq!(data[start + n].to_bits(), pool[start + n].to_bits());
                 }
             }
-            let mut data: Vec<f32> = pool.clone();
-            k.run_in_place(&mut data);
-            for (x, y) in pool.iter().zip(&data) {
-                assert!(same(*y, f.reference()(*x)));
+        }
+    }
+
+    /// Every exp or erf body this host can run, by name: the arm, then each
+    /// twin of the host's ISA whose CPU features the host has; and the
+    /// names of this ISA's twins the host cannot run.
+    fn host_bodies(f: Func) -> (Vec<(&'static str, ElementwiseKernel)>, Vec<&'static str>) {
+        use weft_kernel::{Arm, Geometry, Host, Site};
+        let host = Host::detect();
+        let arm = super::super::arm::ElementwiseArm::new(f);
+        let site = Site::new(arm.family(), Geometry::new().with("len", 64));
+        let offer = arm.offer(&site, &host).expect("offer");
+        let mut bodies = vec![(arm.name(), ElementwiseKernel::arm(f).expect("arm"))];
+        let mut not_run = Vec::new();
+        let mut twins = super::super::x64::x64_twins();
+        twins.push(Box::new(super::super::a64::A64Twin::new(f)));
+        for t in twins
+            .iter()
+            .filter(|t| t.arm() == arm.name() && t.isa() == host.isa)
+        {
+            if weft_kernel::require_features(&host, t.requires()).is_err() {
+                not_run.push(t.name());
+                continue;
+            }
+            let code = t.emit(&offer).expect("twin emits");
+            // SAFETY: an elementwise twin's body honours the elementwise
+            // leaf ABI (its module's invariants).
+            let k = unsafe { ElementwiseKernel::from_native(&code) }.expect("twin places");
+            bodies.push((t.name(), k));
+        }
+        (bodies, not_run)
+    }
+
+    #[test]
+    fn exp_in_place_with_slow_path_lanes_is_correctly_rounded() {
+        // Each slow-path input at every position of every length 1..=40,
+        // the window starting 0..=3 elements past a 64-byte boundary, run in
+        // place; every element must be the reference's correctly rounded
+        // exp of what it held, and the words either side must stay put.
+        let (bodies, not_run) = host_bodies(Func::Exp);
+        assert!(
+            bodies.len() >= 2,
+            "the arm and at least one twin: {not_run:?}"
+        );
+        if !not_run.is_empty() {
+            eprintln!("this host lacks the features of {not_run:?}");
+        }
+        const GUARD: f32 = -7.0;
+        for (name, k) in &bodies {
+            for h in SLOW_EXP_INPUTS.map(f32::from_bits) {
+                for len in 1..=40usize {
+                    for offset in 0..=3usize {
+                        for pos in 0..len {
+                            let xs: Vec<f32> = (0..len)
+                                .map(|i| if i == pos { h } else { i as f32 * 0.37 - 7.0 })
+                                .collect();
+                            let mut buf = vec![GUARD; len + 16 + offset + 1];
+                            let s = weft_validate::align_up_elements(buf.as_ptr(), 64) + offset;
+                            buf[s..s + len].copy_from_slice(&xs);
+                            k.run_in_place(&mut buf[s..s + len]);
+                            for (i, x) in xs.iter().enumerate() {
+                                let want = exp_f32(*x);
+                                assert!(
+                                    same(buf[s + i], want),
+                                    "{name} in place, len {len}, start +{offset}, \
+                                     exp({:#010x}) at {i} (slow input at {pos}): \
+                                     got {:#010x}, want {:#010x}",
+                                    x.to_bits(),
+                                    buf[s + i].to_bits(),
+                                    want.to_bits()
+                                );
+                            }
+                            assert!(buf[..s].iter().all(|v| *v == GUARD), "{name}");
+                            assert!(buf[s + len..].iter().all(|v| *v == GUARD), "{name}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_elementwise_body_in_place_equals_separate_buffers() {
+        let mut pool = hunting_inputs();
+        for (k, h) in SLOW_EXP_INPUTS.map(f32::from_bits).into_iter().enumerate() {
+            pool.insert(3 + 7 * k, h);
+        }
+        for f in Func::ALL {
+            let (bodies, _) = host_bodies(f);
+            for (name, k) in &bodies {
+                for start in 0..4 {
+                    for n in 0..=40 {
+                        let xs = &pool[start..start + n];
+                        let mut apart = vec![0f32; n];
+                        k.run(xs, &mut apart).expect("run");
+                        let mut data = xs.to_vec();
+                        k.run_in_place(&mut data);
+                        for i in 0..n {
+                            assert_eq!(
+                                data[i].to_bits(),
+                                apart[i].to_bits(),
+                                "{name}: {}({:#010x}) len {n} at {i}",
+                                f.name(),
+                                xs[i].to_bits()
+                            );
+                        }
+                    }
+                }
             }
         }
     }

@@ -66,7 +66,8 @@ mod tests;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder, Refusal,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder,
+    Refusal,
 };
 
 pub use block::{BlockQ8_0, BLOCK_BYTES, BLOCK_LEN};
@@ -245,6 +246,7 @@ pub fn contract(rows: u64, cols: u64, batch: u64) -> Contract {
                     (mul then add); activation quants in -127..=127"
                 .to_owned(),
         },
+        aliasing: Aliasing::disjoint(),
     }
 }
 

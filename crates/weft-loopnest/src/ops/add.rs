@@ -11,7 +11,7 @@ use std::mem::offset_of;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 
@@ -203,6 +203,7 @@ unsafe impl NestOp for Add {
                 nan: NanRule::ByClass,
                 notes: "x = x + y".to_owned(),
             },
+            aliasing: Aliasing::disjoint(),
         }
     }
 

@@ -17,7 +17,7 @@
 use std::mem::offset_of;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 
@@ -213,6 +213,7 @@ unsafe impl NestOp for Argmax {
                 nan: NanRule::ByBits,
                 notes: "output is a u32 index".to_owned(),
             },
+            aliasing: Aliasing::disjoint(),
         }
     }
 

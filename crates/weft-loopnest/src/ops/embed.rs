@@ -23,7 +23,7 @@ use std::mem::offset_of;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 
@@ -467,6 +467,7 @@ unsafe impl<const Q8: bool> NestOp for Embed<Q8> {
                 }
                 .to_owned(),
             },
+            aliasing: Aliasing::disjoint(),
         }
     }
 

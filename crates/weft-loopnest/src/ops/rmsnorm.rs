@@ -23,7 +23,7 @@ use std::mem::offset_of;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 
@@ -343,6 +343,7 @@ unsafe impl NestOp for RmsNorm {
                         scale = 1/sqrt(mean+eps); y = (x*scale)*w"
                     .to_owned(),
             },
+            aliasing: Aliasing::disjoint(),
         }
     }
 

@@ -36,7 +36,7 @@ use std::mem::offset_of;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 
@@ -522,6 +522,7 @@ unsafe impl NestOp for Rope {
                         (cos, cos | -sin, sin per pair); pairs read before written"
                     .to_owned(),
             },
+            aliasing: Aliasing::disjoint(),
         }
     }
 

@@ -18,7 +18,7 @@ use std::mem::offset_of;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
 use weft_kernels::elementwise::ELEMENTWISE_TABLE;
@@ -266,6 +266,7 @@ unsafe impl NestOp for SiluMul {
                         (weft_kernels::elementwise)"
                     .to_owned(),
             },
+            aliasing: Aliasing::disjoint().may_equal("g", "h"),
         }
     }
 

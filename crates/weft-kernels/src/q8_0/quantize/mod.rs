@@ -44,7 +44,8 @@ mod tests;
 use std::ops::Range;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder, Refusal,
+    Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder,
+    Refusal,
 };
 
 use super::{check_geometry, Q8Activations, BLOCK_BYTES, BLOCK_LEN};
@@ -223,6 +224,7 @@ pub fn contract(cols: u64, batch: u64) -> Contract {
                     scale = binary16 RNE of d; q = clamp(roundf(x*id), -127, 127), NaN -> 0"
                 .to_owned(),
         },
+        aliasing: Aliasing::disjoint(),
     }
 }
 

@@ -78,8 +78,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use weft_kernel::{
-    ArithmeticContract, Contract, FmaUse, KernelArgs, NanRule, PackedOperand, ReductionOrder,
-    Refusal,
+    Aliasing, ArithmeticContract, Contract, FmaUse, KernelArgs, NanRule, PackedOperand,
+    ReductionOrder, Refusal,
 };
 
 use super::{check_geometry, geometry, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN, FAMILY};
@@ -172,6 +172,7 @@ pub fn contract(rows: u64, cols: u64, batch: u64) -> Contract {
                     activation quants in -127..=127"
                 .to_owned(),
         },
+        aliasing: Aliasing::disjoint(),
     }
 }
 
