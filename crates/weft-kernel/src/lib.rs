@@ -526,6 +526,19 @@ impl Refusal {
     }
 }
 
+impl Refusal {
+    /// Whether this refusal is a fact about a body's bytes (its outputs
+    /// differ from the arm's, in place or not, or it could not be emitted)
+    /// rather than about this host or mode. Only these are saved as
+    /// verdicts, and strict mode stops on exactly these.
+    pub fn is_fault_of_the_bytes(&self) -> bool {
+        matches!(
+            self,
+            Refusal::Mismatch { .. } | Refusal::InPlaceMismatch { .. } | Refusal::EmitError { .. }
+        )
+    }
+}
+
 /// Check that `host` has every feature in `needed`, naming the first one missing.
 pub fn require_features(host: &Host, needed: &[Feature]) -> Result<(), Refusal> {
     match needed.iter().find(|f| !host.has(**f)) {
@@ -736,21 +749,38 @@ pub struct Checked {
     pub words: usize,
 }
 
-/// A family's way of validating its twins against their arm, type-erased
+/// One body put before a judge: the candidate's name and the bytes the
+/// planner produced for it (the bytes that are hashed, priced, cached and
+/// placed; a judge never builds its own).
+#[derive(Clone, Copy, Debug)]
+pub struct Judged<'a> {
+    /// The candidate's name (an arm's or a twin's).
+    pub name: &'a str,
+    /// Its body.
+    pub code: &'a NativeCode,
+}
+
+/// A family's way of validating a twin's body against its arm's, type-erased
 /// so the planner can hold one per family (weft-validate's `Checker`
 /// implements it for any `Validation`).
 pub trait TwinCheck: Send + Sync {
-    /// Run `twin` (emitted for `offer`) beside `arm_code` on the family's
-    /// cases from `seed`: `Ok` if every output word agrees, otherwise the
-    /// named refusal (`mismatch`, `missing-feature`, …).
+    /// Run `twin`'s bytes beside `arm`'s on the family's cases for `offer`
+    /// from `seed`: `Ok` if every output word agrees, otherwise the named
+    /// refusal (`mismatch`, `in-place-mismatch`, …). Never emits anything.
     fn check(
         &self,
-        twin: &dyn Twin,
-        arm_code: &NativeCode,
+        arm: Judged<'_>,
+        twin: Judged<'_>,
         offer: &Offer,
         host: &Host,
         seed: u64,
     ) -> Result<Checked, Refusal>;
+
+    /// What judges: a description of the validator and its case generator
+    /// (with its version and parameters) for `offer` and `seed`, stable
+    /// across runs. A saved verdict is keyed by it, so a stronger case set
+    /// judges again instead of inheriting a weaker one's verdicts.
+    fn cases_id(&self, offer: &Offer, seed: u64) -> String;
 }
 
 /// A family's way to run its bodies on realistic inputs at a site's
@@ -861,6 +891,46 @@ pub unsafe trait Twin: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_faults_of_the_bytes_are_faults_of_the_bytes() {
+        let faults = [
+            Refusal::Mismatch {
+                index: 1,
+                input: "x".into(),
+                arm_bits: 0,
+                twin_bits: 1,
+            },
+            Refusal::InPlaceMismatch {
+                kernel: "exp.arm.f32x4".into(),
+                operands: "input = output".into(),
+                index: 0,
+                input: "x".into(),
+                separate_bits: 0,
+                in_place_bits: 1,
+            },
+            Refusal::EmitError {
+                message: "no".into(),
+            },
+        ];
+        for r in &faults {
+            assert!(r.is_fault_of_the_bytes(), "{r}");
+        }
+        let not = [
+            Refusal::MissingFeature {
+                feature: "avx2".into(),
+            },
+            Refusal::ProbeFailed { cause: "x".into() },
+            Refusal::NativeEmitOff,
+            Refusal::AliasingUnvalidated {
+                a: "input".into(),
+                b: "len".into(),
+            },
+        ];
+        for r in &not {
+            assert!(!r.is_fault_of_the_bytes(), "{r}");
+        }
+    }
 
     #[test]
     fn geometry_is_order_independent() {

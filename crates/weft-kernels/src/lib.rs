@@ -12,3 +12,4 @@ pub mod arm_build;
 pub mod attention;
 pub mod elementwise;
 pub mod q8_0;
+pub mod testing;

@@ -10,7 +10,8 @@ use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_kernels::elementwise::reference::{self, Path};
 use weft_kernels::elementwise::x64::{x64_twins, Tier, TwinFunc, X64Twin};
 use weft_kernels::elementwise::{table, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
-use weft_validate::{validate, Outcome, UnaryF32, UnaryF32Inputs, Validation};
+use weft_kernels::testing::judge_twin;
+use weft_validate::{Outcome, UnaryF32, UnaryF32Inputs, Validation};
 use weft_x64::Abi;
 
 const TWINS: [X64Twin; 4] = [
@@ -140,7 +141,7 @@ fn check_against_arm(t: X64Twin) {
     let site = Site::new(arm.family(), Geometry::new().with("len", 4096));
     let offer = arm.offer(&site, &host).expect("offer");
     let arm_code = arm.build(&offer, Isa::X86_64).expect("arm builds");
-    let outcome = validate(&t, &arm_code, &offer, &host, &validation(t), 0x5eed);
+    let outcome = judge_twin(&t, &arm_code, &offer, &host, &validation(t), 0x5eed);
     match outcome {
         Outcome::Accepted(v) => {
             eprintln!(

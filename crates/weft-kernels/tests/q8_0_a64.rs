@@ -281,10 +281,15 @@ fn family_check_dispatches_on_the_contract_and_refuses_unknown_args() {
     let mut offer = offer_for_arm(arm::ARM_NAME, 3, 2, 1);
     let arm_code = arm::Q8MatvecArm.build(&offer, host.isa).expect("arm");
     offer.contract.args = "Q8SomethingElse".into();
-    let e = entry
-        .check
-        .check(&SDOT_TWINS[0], &arm_code, &offer, &host, 1)
-        .unwrap_err();
+    let e = weft_kernels::testing::judge_with(
+        &*entry.check,
+        &SDOT_TWINS[0],
+        &arm_code,
+        &offer,
+        &host,
+        1,
+    )
+    .unwrap_err();
     // An arm64 twin on another host is refused by ISA before anything else.
     if host.isa == Isa::Aarch64 {
         assert_eq!(e.name(), "bad-operand");

@@ -35,7 +35,7 @@ pub mod lower;
 pub mod ops;
 pub mod portable;
 
-use weft_kernel::{Checked, FamilyEntry, Host, NativeCode, Offer, Refusal, Twin, TwinCheck};
+use weft_kernel::{Checked, FamilyEntry, Host, Judged, Offer, Refusal, TwinCheck};
 
 pub use ops::add::{Add, AddArgs, AddKernel};
 pub use ops::argmax::{Argmax, ArgmaxArgs, ArgmaxKernel};
@@ -54,8 +54,8 @@ pub struct NoTwins;
 impl TwinCheck for NoTwins {
     fn check(
         &self,
-        _twin: &dyn Twin,
-        _arm_code: &NativeCode,
+        _arm: Judged<'_>,
+        _twin: Judged<'_>,
         offer: &Offer,
         _host: &Host,
         _seed: u64,
@@ -63,6 +63,10 @@ impl TwinCheck for NoTwins {
         Err(Refusal::NoChecker {
             family: offer.contract.family.clone(),
         })
+    }
+
+    fn cases_id(&self, _offer: &Offer, _seed: u64) -> String {
+        "no twins: nothing is judged".to_owned()
     }
 }
 

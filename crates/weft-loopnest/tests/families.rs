@@ -4,8 +4,8 @@
 //! the CLIF of one small nest as a snapshot.
 
 use weft_kernel::{
-    Arm, Family, Feature, Geometry, Host, Isa, Kernel, KernelArgs, NativeCode, Offer, Refusal,
-    Site, Twin,
+    Arm, Family, Feature, Geometry, Host, Isa, Judged, Kernel, KernelArgs, NativeCode, Offer,
+    Refusal, Site, Twin,
 };
 use weft_kernels::arm_build::host_isa;
 use weft_loopnest::ops::embed::Table;
@@ -204,7 +204,19 @@ fn every_twin_is_refused_as_no_checker() {
         };
         let r = e
             .check
-            .check(&Stranger, &code, &offer, &host(), 1)
+            .check(
+                Judged {
+                    name: "arm",
+                    code: &code,
+                },
+                Judged {
+                    name: Stranger.name(),
+                    code: &code,
+                },
+                &offer,
+                &host(),
+                1,
+            )
             .unwrap_err();
         assert_eq!(r.name(), "no-checker");
     }

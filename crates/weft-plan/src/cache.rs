@@ -43,7 +43,7 @@ use weft_kernel::{Checked, Geometry, LoopAnnotation, NativeCode, Refusal, Reside
 use crate::hash::ContentHash;
 
 /// The on-disk format; a file of another format is foreign.
-pub const CACHE_FORMAT: u32 = 3;
+pub const CACHE_FORMAT: u32 = 4;
 
 /// Builds whose saved bodies a file keeps (the current one and the most
 /// recent others, so two programs sharing a cache do not evict each other).
@@ -84,6 +84,10 @@ pub struct VerdictKey {
     pub arm_code: ContentHash,
     /// Hash of the offer's contract.
     pub contract: ContentHash,
+    /// Hash of what judged: the validator's version, the family's case
+    /// generator and the seed ([`weft_kernel::TwinCheck::cases_id`]), so a
+    /// stronger case set judges again.
+    pub cases: ContentHash,
 }
 
 /// A validation verdict as saved.
@@ -624,6 +628,7 @@ mod tests {
             twin_code: ContentHash([n; 16]),
             arm_code: ContentHash([1; 16]),
             contract: ContentHash([2; 16]),
+            cases: ContentHash([3; 16]),
         }
     }
 

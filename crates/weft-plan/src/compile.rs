@@ -28,13 +28,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::mode::EmitMode;
 use weft_host::Host;
 use weft_kernel::{
-    require_features, Arm, Contract, FamilyEntry, Geometry, Kernel, KernelArgs, LoopTrip,
+    require_features, Arm, Contract, FamilyEntry, Geometry, Judged, Kernel, KernelArgs, LoopTrip,
     MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Residency, Site,
     Twin, Workbench,
 };
-use weft_validate::{is_twin_fault, EmitMode};
 
 use crate::cache::{GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict, VerdictKey};
 use crate::hash::ContentHash;
@@ -567,7 +567,7 @@ impl Planner {
                     bodies.push(c);
                 }
                 Err((r, cached)) => {
-                    if self.options.mode == EmitMode::Strict && is_twin_fault(&r) {
+                    if self.options.mode == EmitMode::Strict && r.is_fault_of_the_bytes() {
                         return Err(PlanError::Strict {
                             index,
                             twin: twin.name().to_owned(),
@@ -746,6 +746,7 @@ impl Planner {
             twin_code: twin_hash,
             arm_code: *arm_hash,
             contract,
+            cases: ContentHash::of_value(&entry.check.cases_id(offer, self.options.seed)),
         };
         let verdict = match self.cache.verdict(&key) {
             Some(SavedVerdict::Accepted(c)) => {
@@ -770,9 +771,19 @@ impl Planner {
             }
             None => {
                 self.stats.validations += 1;
+                // The judge gets the bytes emitted (or taken from the body
+                // cache) above: the ones that are hashed, priced and placed.
+                let arm = Judged {
+                    name: twin.arm(),
+                    code: arm_code,
+                };
+                let judged = Judged {
+                    name: twin.name(),
+                    code: &code,
+                };
                 match entry
                     .check
-                    .check(twin, arm_code, offer, &self.host, self.options.seed)
+                    .check(arm, judged, offer, &self.host, self.options.seed)
                 {
                     Ok(c) => {
                         self.cache
@@ -786,7 +797,7 @@ impl Planner {
                     Err(r) => {
                         // Only faults of the bytes are facts about them;
                         // a host's refusal (probe, placement) is not saved.
-                        if is_twin_fault(&r) {
+                        if r.is_fault_of_the_bytes() {
                             self.cache
                                 .put_verdict(key, SavedVerdict::Refused(r.clone()));
                         }

@@ -69,6 +69,7 @@ mod catalogue;
 mod compile;
 mod exec;
 mod hash;
+mod mode;
 mod race;
 mod report;
 
@@ -80,14 +81,14 @@ pub use catalogue::Catalogue;
 pub use compile::{
     CacheLocation, CompiledPlan, CompiledSite, Kind, Options, Planner, Pricer, SiteKernel,
 };
-pub use exec::{split_range, Executor};
+pub use exec::{split_range, Executor, PARTS_PER_THREAD};
 pub use hash::ContentHash;
+pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
 pub use race::{race, RaceBudget, RaceOutcome, Side};
 pub use report::{
     CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
     VerdictReport,
 };
-pub use weft_validate::EmitMode;
 
 use weft_kernel::Refusal;
 

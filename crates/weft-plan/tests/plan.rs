@@ -858,3 +858,199 @@ fn warm_plan_reads_every_body_and_equals_the_cold_plan() {
     assert_eq!(rebuilt.report().cache.builds, c.builds);
     assert_eq!(rebuilt.image(), cold.image());
 }
+
+/// A twin whose emitter changes its mind: its first body is `first` (the
+/// arm's bytes, or a bare return), every later one the other. A judge that
+/// emitted again would see other bytes than the planner prices and places.
+struct Fickle {
+    right_first: bool,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: every body it returns is ArmCopy's or Lazy's, both leaf bodies
+// for `Q8MatvecArgs`.
+unsafe impl Twin for Fickle {
+    fn name(&self) -> &'static str {
+        "q8_0.matvec.twin.fickle"
+    }
+    fn arm(&self) -> &'static str {
+        q8_0::arm::ARM_NAME
+    }
+    fn isa(&self) -> Isa {
+        Isa::of_target()
+    }
+    fn requires(&self) -> &'static [Feature] {
+        &[]
+    }
+    fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
+        let first = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        if first == self.right_first {
+            ArmCopy.emit(offer)
+        } else {
+            Lazy.emit(offer)
+        }
+    }
+}
+
+#[test]
+fn a_twin_is_judged_on_the_bytes_that_run() {
+    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(64, 128, 1))];
+    for right_first in [false, true] {
+        let fickle = Arc::new(Fickle {
+            right_first,
+            calls: Default::default(),
+        });
+        let plan = planner(
+            catalogue(vec![Arc::clone(&fickle) as Arc<dyn Twin>]),
+            EmitMode::On,
+        )
+        .compile(&site)
+        .expect("compile");
+        // Emitted once: the same bytes are judged, hashed, priced, placed.
+        assert_eq!(
+            fickle.calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "right_first {right_first}"
+        );
+        let c = plan.report().sites[0]
+            .candidates
+            .iter()
+            .find(|c| c.name == fickle.name())
+            .expect("listed");
+        match (&c.verdict, right_first) {
+            (VerdictReport::Validated { .. }, true) => {}
+            (VerdictReport::Refused { name, .. }, false) if name == "mismatch" => {}
+            (v, _) => panic!("right_first {right_first}: {v:?}"),
+        }
+    }
+}
+
+/// The real check, under a case-generator label a test can change.
+struct Relabelled(&'static str);
+
+impl weft_kernel::TwinCheck for Relabelled {
+    fn check(
+        &self,
+        arm: weft_kernel::Judged<'_>,
+        twin: weft_kernel::Judged<'_>,
+        offer: &Offer,
+        host: &Host,
+        seed: u64,
+    ) -> Result<weft_kernel::Checked, Refusal> {
+        Checker(Q8Validation).check(arm, twin, offer, host, seed)
+    }
+
+    fn cases_id(&self, offer: &Offer, seed: u64) -> String {
+        format!(
+            "{}; {}",
+            self.0,
+            Checker(Q8Validation).cases_id(offer, seed)
+        )
+    }
+}
+
+#[test]
+fn a_stronger_case_set_judges_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.bin");
+    let compile = |label: &'static str| {
+        let mut entry = entry_with(vec![Arc::new(ArmCopy)]);
+        entry.check = Arc::new(Relabelled(label));
+        let mut c = Catalogue::new();
+        c.register(entry).expect("register");
+        Planner::new(
+            c,
+            Host::detect(),
+            Arc::new(BytesPricer { odd_bias: 0.0 }),
+            Options {
+                cache: CacheLocation::File(path.clone()),
+                ..options(EmitMode::On)
+            },
+        )
+        .compile(&sites())
+        .expect("compile")
+    };
+    let first = compile("cases v1");
+    assert!(first.report().cache.validations > 0);
+    let same = compile("cases v1");
+    assert_eq!(same.report().cache.validations, 0, "a saved verdict serves");
+    assert!(same.report().cache.verdict_hits > 0);
+    let stronger = compile("cases v2");
+    assert_eq!(
+        stronger.report().cache.validations,
+        first.report().cache.validations,
+        "every twin is judged again by the new cases"
+    );
+}
+
+/// A twin whose emitter panics, and one that needs a feature no host has
+/// named here (the planner gates and contains; the judge never sees them).
+struct Unemittable {
+    requires: &'static [Feature],
+}
+
+// SAFETY: it never produces a body.
+unsafe impl Twin for Unemittable {
+    fn name(&self) -> &'static str {
+        if self.requires.is_empty() {
+            "q8_0.matvec.twin.panics"
+        } else {
+            "q8_0.matvec.twin.needs-features"
+        }
+    }
+    fn arm(&self) -> &'static str {
+        q8_0::arm::ARM_NAME
+    }
+    fn isa(&self) -> Isa {
+        Isa::of_target()
+    }
+    fn requires(&self) -> &'static [Feature] {
+        self.requires
+    }
+    fn emit(&self, _offer: &Offer) -> Result<NativeCode, Refusal> {
+        panic!("this twin cannot emit")
+    }
+}
+
+#[test]
+fn the_planner_contains_a_panicking_emit_and_gates_features_before_emitting() {
+    let host = Host::detect();
+    // A feature this host lacks (every host lacks one of these two).
+    let missing: &'static [Feature] = if host.has(Feature::Avx512f) {
+        &[Feature::Dotprod]
+    } else {
+        &[Feature::Avx512f]
+    };
+    let twins: Vec<Arc<dyn Twin>> = vec![
+        Arc::new(Unemittable { requires: &[] }),
+        Arc::new(Unemittable { requires: missing }),
+    ];
+    let plan = planner(catalogue(twins.clone()), EmitMode::On)
+        .compile(&sites()[..1])
+        .expect("on mode compiles");
+    let names: Vec<(&str, String)> = plan.report().sites[0]
+        .candidates
+        .iter()
+        .filter_map(|c| match &c.verdict {
+            VerdictReport::Refused { name, .. } => Some((c.name.as_str(), name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        names.contains(&("q8_0.matvec.twin.panics", "emit-error".to_owned())),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&(
+            "q8_0.matvec.twin.needs-features",
+            "missing-feature".to_owned()
+        )),
+        "{names:?}"
+    );
+    // Strict mode stops on the emit error (a fault of the twin), not on the
+    // missing feature (a fact about the host).
+    let err = planner(catalogue(twins), EmitMode::Strict)
+        .compile(&sites()[..1])
+        .expect_err("strict stops");
+    assert!(err.to_string().contains("emit-error"), "{err}");
+}

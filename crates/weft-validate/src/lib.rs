@@ -1,30 +1,31 @@
-//! Twin versus arm, bit for bit, on inputs built to find differences.
+//! A twin's body versus its arm's, bit for bit, on inputs built to find
+//! differences.
 //!
-//! One job: decide whether a [`Twin`]'s body may be offered in place of the
-//! arm it mirrors. [`validate`] checks the host (ISA, CPU features), emits the
-//! twin, places both bodies, runs both on every case a family's
-//! [`Validation`] builds, and compares the outputs bit for bit (NaNs by class
-//! where the contract's [`NanRule`] says so). The answer is an [`Outcome`]:
-//! accepted with a [`Verdict`], or refused with a named [`Refusal`]
-//! (`mismatch` with the first differing index, its input and both bit
-//! patterns; `in-place-mismatch` when an arm or twin called in place gives
-//! other bits than with separate buffers; `missing-feature`; `wrong-isa`; `probe-failed`/`place-failed`;
-//! `emit-error`). [`EmitMode`] reads `WEFT_NATIVE_EMIT` and turns an outcome
-//! into the caller's decision: on (a refused twin is simply not offered), off
-//! (no twin is emitted at all) or strict (a mismatch or emit error stops the
-//! compile with that refusal as the error).
+//! One job: place two bodies the planner produced, run both on every case a
+//! family's [`Validation`] builds, and compare the outputs bit for bit
+//! (NaNs by class where the contract's [`NanRule`] says so). [`validate`]
+//! never emits, gates on CPU features or applies a mode: the planner does
+//! that, once, and hands over the very bytes it hashes, prices, caches and
+//! places. The answer is an [`Outcome`]: accepted with a [`Verdict`], or
+//! refused with a named [`Refusal`] (`mismatch` with the first differing
+//! index, its input and both bit patterns; `in-place-mismatch` when an arm
+//! or twin called in place gives other bits than with separate buffers;
+//! `wrong-isa` for a body of another ISA; `probe-failed`/`place-failed`).
 //!
 //! Invariants:
 //!
-//! - **Nothing panics on bad input.** A twin whose `emit` panics is refused
-//!   with `emit-error`; empty bodies, foreign ISAs and missing features are
+//! - **Judged bytes are given bytes.** Nothing here builds code; what is
+//!   run is exactly the [`Judged`] bodies passed in.
+//! - **Nothing panics on bad input.** Empty bodies and foreign ISAs are
 //!   refused by name before any code runs.
 //! - **The arm is the truth.** Outputs are compared element by element in
 //!   the order the family returns them; the first difference is reported,
 //!   with the arm's bits and the twin's bits, never a tolerance.
-//! - **Deterministic.** Cases come from the family and a seed (the crate's
-//!   [`SplitMix64`] generator); the same seed gives the same cases, so a
-//!   refusal can be reproduced.
+//! - **Deterministic, and named.** Cases come from the family and a seed
+//!   (the crate's [`SplitMix64`] generator); the same seed gives the same
+//!   cases, so a refusal can be reproduced. [`Validation::generator`] and
+//!   [`VALIDATOR_VERSION`] name what judged, and a saved verdict is keyed by
+//!   them ([`TwinCheck::cases_id`]).
 //! - **Aliasing is declared, never assumed.** Operands run in one buffer
 //!   only when the contract's [`weft_kernel::Aliasing`] lets them be equal,
 //!   and then always: a kernel is never called in place on a contract that
@@ -39,20 +40,19 @@
 //! twins for a contract honour the leaf ABI for its struct.
 
 mod inputs;
-mod mode;
 mod unary;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use weft_kernel::{Checked, Host, Judged, Kernel, NanRule, NativeCode, Offer, Refusal, TwinCheck};
 
-use weft_kernel::{
-    require_features, Checked, Host, Kernel, NanRule, NativeCode, Offer, Refusal, Twin, TwinCheck,
-};
+/// The version of the validation procedure itself (how cases are run and
+/// compared: in place since version 2). Part of every [`TwinCheck::cases_id`],
+/// so verdicts given by an older procedure are not trusted by a newer one.
+pub const VALIDATOR_VERSION: u32 = 2;
 
 pub use inputs::{
     align_up_elements, f32_neighbours, f32_special_values, f32_step, f32_subnormals, SplitMix64,
     CANARY_F32, GUARD_ELEMENTS,
 };
-pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
 pub use unary::{UnaryCase, UnaryF32, UnaryF32Inputs};
 
 /// The element type of a kernel's outputs, which decides what "a NaN" is.
@@ -151,6 +151,11 @@ pub unsafe trait Validation {
     /// The name the offer's [`weft_kernel::Contract::args`] must carry.
     fn args_name(&self) -> &str;
 
+    /// What builds the cases, with a version the family bumps whenever its
+    /// cases change and any parameters they depend on ("q8_0.matvec cases
+    /// v3", or a rendering of [`UnaryF32Inputs`]). Verdicts are keyed by it.
+    fn generator(&self) -> String;
+
     /// The cases for `offer`, deterministic in `seed`.
     fn cases(&self, offer: &Offer, seed: u64) -> Vec<Self::Case>;
 
@@ -192,9 +197,9 @@ pub unsafe trait Validation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The twin's candidate name.
-    pub twin: &'static str,
+    pub twin: String,
     /// The arm it mirrors.
-    pub arm: &'static str,
+    pub arm: String,
     /// Cases run: each case once with separate buffers, and once more in
     /// place for every operand pair the contract lets be equal.
     pub cases: usize,
@@ -212,17 +217,6 @@ pub enum Outcome {
     Accepted(Verdict),
     /// The twin must not be offered, and why.
     Refused(Refusal),
-}
-
-/// Whether `refusal` says a kernel itself is wrong (the twin's output differs
-/// from the arm's, a call in place differs from one with separate buffers,
-/// or the twin could not emit its body) rather than that this host or this
-/// mode cannot use it. Strict mode turns exactly these into errors.
-pub fn is_twin_fault(refusal: &Refusal) -> bool {
-    matches!(
-        refusal,
-        Refusal::Mismatch { .. } | Refusal::InPlaceMismatch { .. } | Refusal::EmitError { .. }
-    )
 }
 
 impl Outcome {
@@ -254,97 +248,64 @@ impl Outcome {
             Outcome::Refused(r) => Err(r),
         }
     }
-
-    /// Strict mode: a refusal that names a twin fault ([`is_twin_fault`]:
-    /// `mismatch`, `emit-error`) becomes the error that stops the compile;
-    /// anything else (accepted, or refused because of the host) is returned
-    /// unchanged for the caller to act on as in on mode.
-    pub fn into_strict(self) -> Result<Outcome, Refusal> {
-        match self {
-            Outcome::Refused(r) if is_twin_fault(&r) => Err(r),
-            other => Ok(other),
-        }
-    }
-
-    /// The outcome as `mode` wants it: unchanged when on, through
-    /// [`Outcome::into_strict`] when strict, and refused with
-    /// `native-emit-off` when off.
-    pub fn under(self, mode: EmitMode) -> Result<Outcome, Refusal> {
-        match mode {
-            EmitMode::On => Ok(self),
-            EmitMode::Strict => self.into_strict(),
-            EmitMode::Off => Ok(Outcome::Refused(Refusal::NativeEmitOff)),
-        }
-    }
 }
 
-/// [`validate`] under `mode`: when off, nothing is emitted, placed or run
-/// (the kill switch) and the outcome is `native-emit-off`; when strict, a
-/// twin fault is the error; when on, every refusal is an [`Outcome::Refused`].
-pub fn validate_in<V: Validation>(
-    mode: EmitMode,
-    twin: &dyn Twin,
-    arm_code: &NativeCode,
-    offer: &Offer,
-    host: &Host,
-    v: &V,
-    seed: u64,
-) -> Result<Outcome, Refusal> {
-    if mode == EmitMode::Off {
-        return Ok(Outcome::Refused(Refusal::NativeEmitOff));
-    }
-    validate(twin, arm_code, offer, host, v, seed).under(mode)
-}
-
-/// Validate `twin` against `arm_code` (the body of the arm it mirrors, built
-/// for `offer`) on `host`, with the cases `v` builds from `seed`.
+/// Validate `twin`'s bytes against `arm`'s (the body of the arm it mirrors,
+/// built for `offer`) on `host`, with the cases `v` builds from `seed`.
 ///
-/// In order: the twin's ISA and the arm's ISA must be the host's
-/// (`wrong-isa`); the host must have every feature the twin requires
-/// (`missing-feature`, naming the first one absent); the offer's contract
-/// must name `v`'s argument struct (`bad-operand`); the twin must emit a
-/// non-empty body (`emit-error`, also for a panic inside `emit`); the
-/// executable-memory probe must pass (`probe-failed`) and both bodies must
-/// place (`place-failed`); then every case runs on
-/// the arm and on the twin, and the first differing word is a `mismatch`.
-/// For every operand pair the contract lets be equal
+/// In order: both bodies must be for the host's ISA (`wrong-isa`) and
+/// non-empty (`emit-error` for the twin, `compile-error` for the arm); the
+/// offer's contract must name `v`'s argument struct (`bad-operand`); every
+/// pair of operands the contract lets be equal must be one `v` can run so
+/// (`aliasing-unvalidated`); the executable-memory probe must pass
+/// (`probe-failed`) and both bodies must place (`place-failed`). Then every
+/// case runs on the arm and on the twin, and the first differing word is a
+/// `mismatch`. For every operand pair the contract lets be equal
 /// ([`weft_kernel::Aliasing`]) each case also runs in place, arm and twin,
 /// and must give the arm's separate-buffer bits (`in-place-mismatch`,
-/// naming the kernel that broke the promise); a declared pair `v` cannot
-/// run is refused before anything runs (`aliasing-unvalidated`).
+/// naming the kernel that broke the promise).
+///
+/// CPU features are not checked here: the planner offers a twin only on a
+/// host with every feature it requires, and a caller outside the planner
+/// must do the same before handing over its bytes.
 pub fn validate<V: Validation>(
-    twin: &dyn Twin,
-    arm_code: &NativeCode,
+    arm: Judged<'_>,
+    twin: Judged<'_>,
     offer: &Offer,
     host: &Host,
     v: &V,
     seed: u64,
 ) -> Outcome {
-    match run_validation(twin, arm_code, offer, host, v, seed) {
+    match run_validation(arm, twin, offer, host, v, seed) {
         Ok(verdict) => Outcome::Accepted(verdict),
         Err(refusal) => Outcome::Refused(refusal),
     }
 }
 
 fn run_validation<V: Validation>(
-    twin: &dyn Twin,
-    arm_code: &NativeCode,
+    arm: Judged<'_>,
+    twin: Judged<'_>,
     offer: &Offer,
     host: &Host,
     v: &V,
     seed: u64,
 ) -> Result<Verdict, Refusal> {
-    if twin.isa() != host.isa {
-        return Err(Refusal::WrongIsa {
-            wanted: twin.isa(),
-            host: host.isa,
+    for code in [arm.code, twin.code] {
+        if code.isa != host.isa {
+            return Err(Refusal::WrongIsa {
+                wanted: code.isa,
+                host: host.isa,
+            });
+        }
+    }
+    if arm.code.bytes.is_empty() {
+        return Err(Refusal::CompileError {
+            message: format!("the body of arm {} is empty", arm.name),
         });
     }
-    require_features(host, twin.requires())?;
-    if arm_code.isa != host.isa {
-        return Err(Refusal::WrongIsa {
-            wanted: arm_code.isa,
-            host: host.isa,
+    if twin.code.bytes.is_empty() {
+        return Err(Refusal::EmitError {
+            message: format!("{} emitted an empty body", twin.name),
         });
     }
     if offer.contract.args != v.args_name() {
@@ -372,24 +333,12 @@ fn run_validation<V: Validation>(
             });
         }
     }
-    let twin_code = emit_contained(twin, offer)?;
-    if twin_code.isa != host.isa {
-        return Err(Refusal::WrongIsa {
-            wanted: twin_code.isa,
-            host: host.isa,
-        });
-    }
-    if arm_code.bytes.is_empty() {
-        return Err(Refusal::CompileError {
-            message: format!("the body of arm {} is empty", twin.arm()),
-        });
-    }
     // Probe first so that a host without executable memory is named as such.
     weft_jitmem::probe().map_err(|e| Refusal::ProbeFailed {
         cause: e.to_string(),
     })?;
-    let arm_kernel = place::<V::Args>(arm_code)?;
-    let twin_kernel = place::<V::Args>(&twin_code)?;
+    let arm_kernel = place::<V::Args>(arm.code)?;
+    let twin_kernel = place::<V::Args>(twin.code)?;
 
     let cases = v.cases(offer, seed);
     let rule = offer.contract.arithmetic.nan;
@@ -410,7 +359,7 @@ fn run_validation<V: Validation>(
         // separate buffers: the arm is checked too, because it is the truth
         // every twin is held to.
         for &(a, b) in &aliased {
-            for (name, kernel) in [(twin.arm(), &arm_kernel), (twin.name(), &twin_kernel)] {
+            for (name, kernel) in [(arm.name, &arm_kernel), (twin.name, &twin_kernel)] {
                 let got = v.run_aliased(kernel, case, a, b)?;
                 if let Some((index, separate_bits, in_place_bits)) =
                     want.first_difference(&got, rule)
@@ -429,8 +378,8 @@ fn run_validation<V: Validation>(
         }
     }
     Ok(Verdict {
-        twin: twin.name(),
-        arm: twin.arm(),
+        twin: twin.name.to_owned(),
+        arm: arm.name.to_owned(),
         cases: cases.len() * (1 + aliased.len()),
         words,
         seed,
@@ -446,43 +395,26 @@ pub struct Checker<V>(pub V);
 impl<V: Validation + Send + Sync> TwinCheck for Checker<V> {
     fn check(
         &self,
-        twin: &dyn Twin,
-        arm_code: &NativeCode,
+        arm: Judged<'_>,
+        twin: Judged<'_>,
         offer: &Offer,
         host: &Host,
         seed: u64,
     ) -> Result<Checked, Refusal> {
-        validate(twin, arm_code, offer, host, &self.0, seed)
+        validate(arm, twin, offer, host, &self.0, seed)
             .into_result()
             .map(|v| Checked {
                 cases: v.cases,
                 words: v.words,
             })
     }
-}
 
-/// `twin.emit(offer)`, with a panic inside it turned into `emit-error` and an
-/// empty body refused.
-fn emit_contained(twin: &dyn Twin, offer: &Offer) -> Result<NativeCode, Refusal> {
-    let code = match catch_unwind(AssertUnwindSafe(|| twin.emit(offer))) {
-        Ok(result) => result?,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".to_owned());
-            return Err(Refusal::EmitError {
-                message: format!("{} panicked while emitting: {what}", twin.name()),
-            });
-        }
-    };
-    if code.bytes.is_empty() {
-        return Err(Refusal::EmitError {
-            message: format!("{} emitted an empty body", twin.name()),
-        });
+    fn cases_id(&self, _offer: &Offer, seed: u64) -> String {
+        format!(
+            "weft-validate v{VALIDATOR_VERSION}; {}; seed {seed:#x}",
+            self.0.generator()
+        )
     }
-    Ok(code)
 }
 
 /// Place `code` and wrap it as a kernel taking `A`.
@@ -525,34 +457,5 @@ mod tests {
             Some((2, 0x4040_0000, 0))
         );
         assert_eq!(arm.first_difference(&arm.clone(), NanRule::ByBits), None);
-    }
-
-    #[test]
-    fn strict_turns_only_twin_faults_into_errors() {
-        let mismatch = Refusal::Mismatch {
-            index: 1,
-            input: "x".into(),
-            arm_bits: 0,
-            twin_bits: 1,
-        };
-        let missing = Refusal::MissingFeature {
-            feature: "avx2".into(),
-        };
-        assert_eq!(
-            Outcome::Refused(mismatch.clone()).into_strict(),
-            Err(mismatch.clone())
-        );
-        assert_eq!(
-            Outcome::Refused(missing.clone()).into_strict(),
-            Ok(Outcome::Refused(missing.clone()))
-        );
-        assert_eq!(
-            Outcome::Refused(mismatch.clone()).under(EmitMode::On),
-            Ok(Outcome::Refused(mismatch.clone()))
-        );
-        assert_eq!(
-            Outcome::Refused(mismatch).under(EmitMode::Off),
-            Ok(Outcome::Refused(Refusal::NativeEmitOff))
-        );
     }
 }

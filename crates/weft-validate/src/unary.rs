@@ -254,6 +254,10 @@ unsafe impl<A, F: Fn(*const f32, *mut f32, usize) -> A> Validation for UnaryF32<
         &self.args_name
     }
 
+    fn generator(&self) -> String {
+        format!("unary-f32 cases v1 {:?}", self.inputs)
+    }
+
     fn cases(&self, _offer: &Offer, seed: u64) -> Vec<UnaryCase> {
         self.inputs.cases(seed)
     }

@@ -9,12 +9,10 @@
 
 use iced_x86::code_asm::*;
 use weft_kernel::{
-    Aliasing, ArithmeticContract, Contract, Feature, FmaUse, Geometry, Host, Isa, NanRule,
+    Aliasing, ArithmeticContract, Contract, Feature, FmaUse, Geometry, Host, Isa, Judged, NanRule,
     NativeCode, Offer, ReductionOrder, Refusal, Twin,
 };
-use weft_validate::{
-    validate, validate_in, EmitMode, Outcome, UnaryF32, UnaryF32Inputs, Validation,
-};
+use weft_validate::{validate, Outcome, UnaryF32, UnaryF32Inputs, Validation};
 
 /// The toy family's argument struct.
 #[repr(C)]
@@ -218,6 +216,30 @@ fn in_place_offer() -> Offer {
     o
 }
 
+/// [`validate`] on the bytes the toy twin `t` emits for `offer`, beside
+/// the toy arm `arm`'s: the judge is handed bytes, never a twin.
+fn judge(t: &ToyTwin, arm: Body, offer: &Offer, host: &Host) -> Outcome {
+    judge_code(t, &code(arm), offer, host)
+}
+
+fn judge_code(t: &ToyTwin, arm: &NativeCode, offer: &Offer, host: &Host) -> Outcome {
+    let twin = t.emit(offer).expect("toy twins emit");
+    validate(
+        Judged {
+            name: t.arm(),
+            code: arm,
+        },
+        Judged {
+            name: t.name,
+            code: &twin,
+        },
+        offer,
+        host,
+        &validation(),
+        1,
+    )
+}
+
 fn host() -> Host {
     weft_kernel::Host::detect()
 }
@@ -229,14 +251,7 @@ fn host() -> Host {
 )]
 fn a_right_twin_is_accepted() {
     let host = host();
-    let outcome = validate(
-        &RIGHT,
-        &code(Body::ScalarSquare),
-        &offer(),
-        &host,
-        &validation(),
-        1,
-    );
+    let outcome = judge(&RIGHT, Body::ScalarSquare, &offer(), &host);
     let verdict = outcome.into_result().expect("accepted");
     assert_eq!(verdict.twin, "square.twin.avx");
     assert_eq!(verdict.arm, "square.arm.scalar");
@@ -246,14 +261,7 @@ fn a_right_twin_is_accepted() {
 
 #[test]
 fn a_wrong_twin_is_refused_with_the_first_mismatch() {
-    let outcome = validate(
-        &COPY,
-        &code(Body::ScalarSquare),
-        &offer(),
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&COPY, Body::ScalarSquare, &offer(), &host());
     // The pool starts with +0 (0*0 = +0 = the copy), then -0: the arm squares
     // it to +0, the copy keeps -0.
     match outcome {
@@ -275,14 +283,7 @@ fn a_wrong_twin_is_refused_with_the_first_mismatch() {
 
 #[test]
 fn a_twin_writing_past_the_end_is_refused() {
-    let outcome = validate(
-        &OVERRUN,
-        &code(Body::ScalarSquare),
-        &offer(),
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&OVERRUN, Body::ScalarSquare, &offer(), &host());
     let refusal = outcome.refusal().expect("refused").clone();
     assert_eq!(refusal.name(), "mismatch");
     let Refusal::Mismatch {
@@ -296,84 +297,10 @@ fn a_twin_writing_past_the_end_is_refused() {
 }
 
 #[test]
-fn a_missing_feature_is_refused_by_name() {
-    let mut host = host();
-    host.features.remove(Feature::Avx);
-    let outcome = validate(
-        &RIGHT,
-        &code(Body::ScalarSquare),
-        &offer(),
-        &host,
-        &validation(),
-        1,
-    );
-    assert_eq!(
-        outcome,
-        Outcome::Refused(Refusal::MissingFeature {
-            feature: "avx".into()
-        })
-    );
-    assert_eq!(
-        outcome.refusal().map(Refusal::name),
-        Some("missing-feature")
-    );
-}
-
-#[test]
-fn strict_mode_turns_a_mismatch_into_the_error() {
-    let arm = code(Body::ScalarSquare);
-    let (offer, host, v) = (offer(), host(), validation());
-    let strict = validate_in(EmitMode::Strict, &COPY, &arm, &offer, &host, &v, 1);
-    let err = strict.expect_err("strict stops on a mismatch");
-    assert_eq!(err.name(), "mismatch");
-    assert!(err.to_string().starts_with("mismatch: at index 1"), "{err}");
-    // On: the same mismatch is a refusal, not an error.
-    let on = validate_in(EmitMode::On, &COPY, &arm, &offer, &host, &v, 1).expect("not an error");
-    assert_eq!(on.refusal().map(Refusal::name), Some("mismatch"));
-    // Off: nothing is emitted (this twin would panic) and the twin is not offered.
-    let panicking = ToyTwin {
-        name: "square.twin.panics",
-        body: None,
-        requires: &[],
-    };
-    let off = validate_in(EmitMode::Off, &panicking, &arm, &offer, &host, &v, 1);
-    assert_eq!(off, Ok(Outcome::Refused(Refusal::NativeEmitOff)));
-}
-
-#[test]
-fn a_panicking_emit_is_an_emit_error() {
-    let panicking = ToyTwin {
-        name: "square.twin.panics",
-        body: None,
-        requires: &[],
-    };
-    let outcome = validate(
-        &panicking,
-        &code(Body::ScalarSquare),
-        &offer(),
-        &host(),
-        &validation(),
-        1,
-    );
-    let r = outcome.refusal().expect("refused");
-    assert_eq!(r.name(), "emit-error");
-    assert!(r.to_string().contains("this twin cannot emit"), "{r}");
-    // Strict mode makes an emit error the compile's error too.
-    assert!(outcome.into_strict().is_err());
-}
-
-#[test]
 fn a_contract_for_another_struct_is_refused_before_running() {
     let mut offer = offer();
     offer.contract.args = "other.Args".into();
-    let outcome = validate(
-        &RIGHT,
-        &code(Body::ScalarSquare),
-        &offer,
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&RIGHT, Body::ScalarSquare, &offer, &host());
     assert_eq!(outcome.refusal().map(Refusal::name), Some("bad-operand"));
 }
 
@@ -381,21 +308,14 @@ fn a_contract_for_another_struct_is_refused_before_running() {
 fn an_arm_for_another_isa_is_refused() {
     let mut arm = code(Body::ScalarSquare);
     arm.isa = Isa::Aarch64;
-    let outcome = validate(&COPY, &arm, &offer(), &host(), &validation(), 1);
+    let outcome = judge_code(&COPY, &arm, &offer(), &host());
     assert_eq!(outcome.refusal().map(Refusal::name), Some("wrong-isa"));
 }
 
 #[test]
 fn an_arm_wrong_only_in_place_is_refused_naming_the_arm() {
     // The twin is right; the arm squares twice, which only shows in place.
-    let outcome = validate(
-        &SCALAR,
-        &code(Body::SquareTwice),
-        &in_place_offer(),
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&SCALAR, Body::SquareTwice, &in_place_offer(), &host());
     match outcome {
         Outcome::Refused(Refusal::InPlaceMismatch {
             kernel,
@@ -425,47 +345,26 @@ fn an_arm_wrong_only_in_place_is_refused_naming_the_arm() {
 
 #[test]
 fn a_twin_wrong_only_in_place_is_refused_naming_the_twin() {
-    let outcome = validate(
-        &TWICE,
-        &code(Body::ScalarSquare),
-        &in_place_offer(),
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&TWICE, Body::ScalarSquare, &in_place_offer(), &host());
     let refusal = outcome.refusal().expect("refused");
     assert_eq!(refusal.name(), "in-place-mismatch", "{refusal}");
     let Refusal::InPlaceMismatch { kernel, .. } = refusal else {
         unreachable!()
     };
     assert_eq!(kernel, "square.twin.twice");
-    assert!(weft_validate::is_twin_fault(refusal));
+    assert!(refusal.is_fault_of_the_bytes());
 }
 
 #[test]
 fn a_contract_that_declares_no_aliasing_is_never_called_in_place() {
     // Both wrong only in place; a disjoint contract never runs them so.
-    let outcome = validate(
-        &TWICE,
-        &code(Body::SquareTwice),
-        &offer(),
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&TWICE, Body::SquareTwice, &offer(), &host());
     let verdict = outcome.into_result().expect("accepted");
     assert_eq!(verdict.cases, 4 + 17 * 4, "no in-place cases");
     // Declared, the same pair doubles the cases and passes with right bodies.
-    let verdict = validate(
-        &SCALAR,
-        &code(Body::ScalarSquare),
-        &in_place_offer(),
-        &host(),
-        &validation(),
-        1,
-    )
-    .into_result()
-    .expect("accepted in place");
+    let verdict = judge(&SCALAR, Body::ScalarSquare, &in_place_offer(), &host())
+        .into_result()
+        .expect("accepted in place");
     assert_eq!(verdict.cases, 2 * (4 + 17 * 4));
 }
 
@@ -473,14 +372,7 @@ fn a_contract_that_declares_no_aliasing_is_never_called_in_place() {
 fn a_declared_pair_the_validation_cannot_run_is_refused_before_running() {
     let mut o = offer();
     o.contract.aliasing = Aliasing::disjoint().may_equal("input", "len");
-    let outcome = validate(
-        &SCALAR,
-        &code(Body::ScalarSquare),
-        &o,
-        &host(),
-        &validation(),
-        1,
-    );
+    let outcome = judge(&SCALAR, Body::ScalarSquare, &o, &host());
     assert_eq!(
         outcome.refusal(),
         Some(&Refusal::AliasingUnvalidated {

@@ -36,8 +36,8 @@ use cranelift_codegen::ir::{types, Function, InstBuilder, StackSlotData, StackSl
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
     Aliasing, ArithmeticContract, Checked, Contract, Family, FamilyEntry, FmaUse, Host, Isa,
-    Kernel, KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer, ReductionOrder, Refusal,
-    Site, Twin, TwinCheck,
+    Judged, Kernel, KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer, ReductionOrder,
+    Refusal, Site, TwinCheck,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
 
@@ -714,8 +714,8 @@ pub struct NoTwins;
 impl TwinCheck for NoTwins {
     fn check(
         &self,
-        twin: &dyn Twin,
-        _arm_code: &NativeCode,
+        _arm: Judged<'_>,
+        twin: Judged<'_>,
         offer: &Offer,
         _host: &Host,
         _seed: u64,
@@ -723,10 +723,13 @@ impl TwinCheck for NoTwins {
         Err(Refusal::UnsupportedGeometry {
             reason: format!(
                 "{} has no twins; {} cannot be checked against it",
-                offer.contract.family,
-                twin.name()
+                offer.contract.family, twin.name
             ),
         })
+    }
+
+    fn cases_id(&self, _offer: &Offer, _seed: u64) -> String {
+        "no twins: nothing is judged".to_owned()
     }
 }
 

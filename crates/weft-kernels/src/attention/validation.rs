@@ -367,6 +367,10 @@ unsafe impl Validation for AttentionValidation {
         ARGS_NAME
     }
 
+    fn generator(&self) -> String {
+        "attention.fused cases v1".to_owned()
+    }
+
     fn cases(&self, offer: &Offer, seed: u64) -> Vec<Case> {
         match SiteShape::from_geometry(&offer.contract.geometry) {
             Ok(s) => cases_for(s.d, s.kv, seed),

@@ -556,7 +556,7 @@ mod tests {
         use super::super::super::{reference, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
         use super::A64Twin;
         use weft_kernel::{Arm, Geometry, Host, Site};
-        use weft_validate::{validate, UnaryF32, UnaryF32Inputs};
+        use weft_validate::{UnaryF32, UnaryF32Inputs};
 
         fn same(a: f32, b: f32) -> bool {
             (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
@@ -625,7 +625,8 @@ mod tests {
                 })
             };
             let pool = v.inputs().values(seed).len();
-            let outcome = validate(&A64Twin::new(f), &arm_code, &offer, &host, &v, seed);
+            let outcome =
+                crate::testing::judge_twin(&A64Twin::new(f), &arm_code, &offer, &host, &v, seed);
             match outcome.verdict() {
                 Some(verdict) => {
                     eprintln!(

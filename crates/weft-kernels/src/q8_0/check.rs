@@ -6,7 +6,7 @@
 //! these dispatch on the offer's `contract.args` to the validation and the
 //! bench of that contract. An args name they do not know is `bad-operand`.
 
-use weft_kernel::{Bench, Checked, Host, NativeCode, Offer, Refusal, Twin, TwinCheck, Workbench};
+use weft_kernel::{Bench, Checked, Host, Judged, Offer, Refusal, TwinCheck, Workbench};
 use weft_validate::Checker;
 
 use super::rows2::validation::{Rows2Bench, Rows2Validation};
@@ -30,18 +30,24 @@ pub struct Q8Check;
 impl TwinCheck for Q8Check {
     fn check(
         &self,
-        twin: &dyn Twin,
-        arm_code: &NativeCode,
+        arm: Judged<'_>,
+        twin: Judged<'_>,
         offer: &Offer,
         host: &Host,
         seed: u64,
     ) -> Result<Checked, Refusal> {
         match offer.contract.args.as_str() {
-            super::ARGS_NAME => Checker(Q8Validation).check(twin, arm_code, offer, host, seed),
-            super::rows2::ARGS_NAME => {
-                Checker(Rows2Validation).check(twin, arm_code, offer, host, seed)
-            }
+            super::ARGS_NAME => Checker(Q8Validation).check(arm, twin, offer, host, seed),
+            super::rows2::ARGS_NAME => Checker(Rows2Validation).check(arm, twin, offer, host, seed),
             _ => Err(unknown_args(offer)),
+        }
+    }
+
+    fn cases_id(&self, offer: &Offer, seed: u64) -> String {
+        match offer.contract.args.as_str() {
+            super::ARGS_NAME => Checker(Q8Validation).cases_id(offer, seed),
+            super::rows2::ARGS_NAME => Checker(Rows2Validation).cases_id(offer, seed),
+            other => format!("no {} contract takes `{other}`", super::FAMILY),
         }
     }
 }

@@ -398,7 +398,7 @@ pub(super) mod twin_tests {
     use super::super::x64::{Q8MatvecX64, Tier, TWINS};
     use super::*;
     use weft_kernel::{Offer, Refusal, Twin};
-    use weft_validate::{validate, Outcome};
+    use weft_validate::Outcome;
 
     fn arm_code(offer: &Offer) -> weft_kernel::NativeCode {
         Q8MatvecArm
@@ -413,7 +413,7 @@ pub(super) mod twin_tests {
         let arm = arm_code(&offer);
         let mut accepted = 0;
         for twin in TWINS {
-            match validate(&twin, &arm, &offer, &host, &Q8Validation, 42) {
+            match crate::testing::judge_twin(&twin, &arm, &offer, &host, &Q8Validation, 42) {
                 Outcome::Accepted(v) => {
                     assert!(v.words > 0);
                     accepted += 1;

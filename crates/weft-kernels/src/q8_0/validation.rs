@@ -180,6 +180,10 @@ unsafe impl Validation for Q8Validation {
         ARGS_NAME
     }
 
+    fn generator(&self) -> String {
+        "q8_0.matvec f32x4 cases v1".to_owned()
+    }
+
     fn cases(&self, offer: &Offer, seed: u64) -> Vec<Case> {
         let mut out = Vec::new();
         let mut misalign = 0usize;

@@ -3,7 +3,7 @@ use super::validation::{geometries, QuantizeValidation};
 use super::*;
 use crate::q8_0::block::{f32_to_f16, quantize_block, quantize_row};
 use weft_kernel::{Arm, Family, Host, Site, Twin};
-use weft_validate::{validate, Outcome, Validation};
+use weft_validate::{Outcome, Validation};
 
 /// The reference bytes of every block of `x`.
 fn reference_bytes(x: &[f32]) -> Vec<u8> {
@@ -126,7 +126,7 @@ fn every_x64_twin_the_host_runs_matches_the_arm_bit_for_bit() {
     let arm = QuantizeArm.build(&offer, host.isa).expect("arm builds");
     let mut accepted = 0;
     for twin in x64::TWINS {
-        match validate(&twin, &arm, &offer, &host, &QuantizeValidation, 0x5eed) {
+        match crate::testing::judge_twin(&twin, &arm, &offer, &host, &QuantizeValidation, 0x5eed) {
             Outcome::Accepted(v) => {
                 assert!(v.words > 0);
                 accepted += 1;
@@ -382,7 +382,7 @@ fn entry_registers_the_arm_and_every_twin() {
     let offer = offer_for(64, 1).expect("offer");
     let arm = QuantizeArm.build(&offer, host.isa).expect("arm");
     for t in &e.twins {
-        match e.check.check(t.as_ref(), &arm, &offer, &host, 1) {
+        match crate::testing::judge_with(&*e.check, t.as_ref(), &arm, &offer, &host, 1) {
             Ok(c) => assert!(c.cases == geometries().len()),
             Err(r) => assert!(
                 matches!(r.name(), "missing-feature" | "wrong-isa"),
@@ -442,7 +442,7 @@ fn neon_twin_matches_the_arm_bit_for_bit() {
     let host = Host::detect();
     let offer = offer_for(4096, 2).expect("offer");
     let arm = QuantizeArm.build(&offer, host.isa).expect("arm builds");
-    match validate(
+    match crate::testing::judge_twin(
         &a64::QuantizeNeon,
         &arm,
         &offer,

@@ -245,6 +245,10 @@ unsafe impl Validation for QuantizeValidation {
         ARGS_NAME
     }
 
+    fn generator(&self) -> String {
+        "q8_0.quantize cases v1".to_owned()
+    }
+
     fn cases(&self, _offer: &Offer, seed: u64) -> Vec<Case> {
         let mut gen = Blocks {
             rng: SplitMix64::new(seed),

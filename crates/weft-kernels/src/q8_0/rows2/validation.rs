@@ -97,6 +97,10 @@ unsafe impl Validation for Rows2Validation {
         ARGS_NAME
     }
 
+    fn generator(&self) -> String {
+        "q8_0.matvec rows2 cases v1".to_owned()
+    }
+
     fn cases(&self, _offer: &Offer, seed: u64) -> Vec<Rows2Case> {
         rows2_cases(seed)
     }
