@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use weft_kernel::{require_features, Arm, Geometry, Host, Site, Twin};
+use weft_kernel::{require_features, Arm, Geometry, Host, Site};
 use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_kernels::elementwise::Func;
 
@@ -166,18 +166,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The twins of every ISA, one line each.
-fn twins() -> Vec<Box<dyn Twin>> {
-    let mut v: Vec<Box<dyn Twin>> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    v.extend(weft_kernels::elementwise::x64::x64_twins());
-    #[cfg(target_arch = "aarch64")]
-    for f in Func::ALL {
-        v.push(Box::new(weft_kernels::elementwise::a64::A64Twin::new(f)));
-    }
-    v
-}
-
 /// The placed twins of `f`'s arm that this host can run; a twin that
 /// refuses is reported on stdout and left out.
 pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
@@ -192,8 +180,8 @@ pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
         }
     };
     let mut out = Vec::new();
-    for t in twins() {
-        if t.arm() != arm.name() || t.isa() != host.isa {
+    for t in weft_kernels::elementwise::twins_of(f) {
+        if t.isa() != host.isa {
             continue;
         }
         if let Err(e) = require_features(&host, t.requires()) {

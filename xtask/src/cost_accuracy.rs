@@ -51,7 +51,6 @@ use std::process::{Command, Stdio};
 use weft_cost::{CostModel, MemoryLevel, Priced};
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Offer, Site, Twin};
 use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
-use weft_kernels::elementwise::x64::x64_twins;
 use weft_kernels::elementwise::Func;
 use weft_kernels::q8_0::arm::{Q8MatvecArm, Q8MatvecKernel};
 use weft_kernels::q8_0::x64::TWINS;
@@ -322,7 +321,7 @@ fn q8_rows(
                 price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
             cands.push(Candidate {
                 name: twin.name(),
-                arm: twin.arm(),
+                arm: arm.name(),
                 kernel,
                 priced,
                 unscheduled,
@@ -386,8 +385,8 @@ fn elementwise_rows(
                 unscheduled,
                 code,
             });
-            for twin in x64_twins() {
-                if twin.arm() != arm.name()
+            for twin in weft_kernels::elementwise::twins_of(arm.func()) {
+                if twin.isa() != Isa::X86_64
                     || weft_kernel::require_features(host, twin.requires()).is_err()
                 {
                     continue;
@@ -401,7 +400,7 @@ fn elementwise_rows(
                     price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
                 cands.push(Candidate {
                     name: twin.name(),
-                    arm: twin.arm(),
+                    arm: arm.name(),
                     kernel,
                     priced,
                     unscheduled,

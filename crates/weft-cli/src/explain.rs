@@ -102,11 +102,12 @@ pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
         Kind::Arm => chosen.candidate.to_owned(),
         Kind::Twin { arm } => arm.clone(),
     };
-    let arm = entry
+    let arm_entry = entry
         .arms
         .iter()
-        .find(|x| x.name() == arm_name)
+        .find(|x| x.arm.name() == arm_name)
         .ok_or_else(|| format!("unknown-arm: {arm_name}"))?;
+    let arm = &arm_entry.arm;
     let offer = arm
         .offer(&sites[index], &host)
         .map_err(|r| format!("{}: {r}", r.name()))?;
@@ -151,7 +152,7 @@ pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
     let mut right = Vec::new();
     match twin_name {
         Some(name) => {
-            let twin = entry
+            let twin = arm_entry
                 .twins
                 .iter()
                 .find(|t| t.name() == name.as_str())

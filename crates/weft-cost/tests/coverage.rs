@@ -6,7 +6,7 @@
 use weft_cost::{classify, Class, TableId};
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Site, Twin};
 use weft_kernels::elementwise::arm::ElementwiseArm;
-use weft_kernels::elementwise::{a64::a64_twins, x64::x64_twins, Func};
+use weft_kernels::elementwise::Func;
 use weft_kernels::q8_0::arm::Q8MatvecArm;
 use weft_kernels::q8_0::x64::TWINS;
 
@@ -47,8 +47,8 @@ fn bodies(isa: Isa) -> Vec<(String, NativeCode)> {
         let site = Site::new(arm.family(), Geometry::new().with("len", 100));
         let offer = arm.offer(&site, &host).unwrap();
         arm_body(&mut out, arm.name(), arm.build(&offer, isa));
-        for t in x64_twins().into_iter().chain(a64_twins()) {
-            if t.arm() == arm.name() && t.isa() == isa {
+        for t in weft_kernels::elementwise::twins_of(func) {
+            if t.isa() == isa {
                 out.push((t.name().to_owned(), t.emit(&offer).unwrap()));
             }
         }

@@ -6,7 +6,7 @@
 use weft_cost::{CostModel, Priced, TableId};
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Site, Twin};
 use weft_kernels::elementwise::arm::ElementwiseArm;
-use weft_kernels::elementwise::{a64::a64_twins, x64::x64_twins, Func};
+use weft_kernels::elementwise::Func;
 use weft_kernels::q8_0::arm::Q8MatvecArm;
 use weft_kernels::q8_0::x64::TWINS;
 
@@ -84,10 +84,8 @@ fn every_elementwise_candidate_prices_at_lengths_with_and_without_tails() {
                 Err(e) => panic!("{} {isa:?}: {e}", arm.name()),
             })
             .collect();
-        let twins: Vec<(Box<dyn Twin>, NativeCode)> = x64_twins()
+        let twins: Vec<(Box<dyn Twin>, NativeCode)> = weft_kernels::elementwise::twins_of(func)
             .into_iter()
-            .chain(a64_twins())
-            .filter(|t| t.arm() == arm.name())
             .map(|t| {
                 let code = t.emit(&first).unwrap();
                 (t, code)
@@ -128,8 +126,8 @@ fn exp_twins_skip_their_slow_path_and_price_below_the_arm() {
     let arm_price = price_x64(&arm_code, &arm.nest(&offer), &offer);
     // The arm's "any lane failed" branch is a rare-lanes test too.
     assert!(arm_price.rare_blocks >= 1);
-    for twin in x64_twins() {
-        if twin.arm() != arm.name() {
+    for twin in weft_kernels::elementwise::twins_of(Func::Exp) {
+        if twin.isa() != Isa::X86_64 {
             continue;
         }
         let p = price_x64(&twin.emit(&offer).unwrap(), &twin.nest(&offer), &offer);
@@ -187,7 +185,8 @@ fn every_candidate_the_q8_0_family_registers_prices_with_its_nest() {
         let weights: Vec<u8> = (0..blocks * 34).map(|i| (i * 37 % 251) as u8).collect();
         let site =
             q8_site(rows, cols, batch).with_operand("weights", std::sync::Arc::from(weights));
-        for arm in &entry.arms {
+        for a in &entry.arms {
+            let arm = &a.arm;
             let offer = arm.offer(&site, &h).unwrap();
             for isa in [Isa::X86_64, Isa::Aarch64] {
                 let code = arm.build(&offer, isa).unwrap();
@@ -197,7 +196,7 @@ fn every_candidate_the_q8_0_family_registers_prices_with_its_nest() {
                         panic!("{} {isa:?} {rows}x{cols}x{batch}: {e}", arm.name())
                     });
             }
-            for twin in entry.twins.iter().filter(|t| t.arm() == arm.name()) {
+            for twin in &a.twins {
                 let code = twin.emit(&offer).unwrap();
                 model(twin.isa())
                     .price(&code, &twin.nest(&offer), &offer)

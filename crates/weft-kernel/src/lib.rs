@@ -6,7 +6,9 @@
 //! (contract, packed operands, member views, loop nest); [`NativeCode`] is
 //! the body as bytes; a [`Refusal`] is a typed, named "no". An [`Arm`] makes
 //! offers and bodies through Cranelift; a [`Twin`] takes its arm's offer and
-//! replaces only the body.
+//! replaces only the body. A family registers a [`FamilyEntry`]: its arms,
+//! each an [`ArmEntry`] holding that arm's twins, its [`TwinCheck`] and its
+//! [`Workbench`], so a twin belongs to its arm by registration, not by name.
 //!
 //! Invariants this crate states and the rest of the engine keeps:
 //!
@@ -804,37 +806,72 @@ pub trait Bench {
     unsafe fn run(&mut self, code: &Arc<PlacedCode>) -> Result<(), Refusal>;
 }
 
-/// Everything a family registers with a planner's catalogue: its arms,
-/// its twins (each naming the arm whose offer it takes) and how its twins
-/// are validated. New families join by building one of these.
+/// One arm as a family registers it, with everything that belongs to that
+/// arm's contract: the twins that take its offer, how they are judged
+/// against it, and how its bodies run in a micro-race. A family with two
+/// contracts registers two of these; nothing dispatches on a contract's name.
 #[derive(Clone)]
-pub struct FamilyEntry {
-    /// The family.
-    pub family: Family,
-    /// Its arms, shipped order first (the first arm is the family's default).
-    pub arms: Vec<Arc<dyn Arm>>,
-    /// Its twins, for every ISA (the planner skips those the host cannot run).
+pub struct ArmEntry {
+    /// The arm.
+    pub arm: Arc<dyn Arm>,
+    /// The twins that take its offer, for every ISA (the planner skips
+    /// those the host cannot run).
     pub twins: Vec<Arc<dyn Twin>>,
-    /// How a twin is checked against its arm.
+    /// How a twin's body is judged against this arm's.
     pub check: Arc<dyn TwinCheck>,
-    /// How bodies are run for a micro-race (`None`: the family cannot be
-    /// raced, and prices too close to call keep the tie rule's choice).
+    /// How bodies for this arm's offers run in a micro-race (`None`: they
+    /// cannot be raced, and prices too close to call keep the tie rule's
+    /// choice).
     pub bench: Option<Arc<dyn Workbench>>,
 }
 
-impl fmt::Debug for FamilyEntry {
+impl ArmEntry {
+    /// `arm` with its twins, check and bench.
+    pub fn new(
+        arm: Arc<dyn Arm>,
+        twins: Vec<Arc<dyn Twin>>,
+        check: Arc<dyn TwinCheck>,
+        bench: Option<Arc<dyn Workbench>>,
+    ) -> ArmEntry {
+        ArmEntry {
+            arm,
+            twins,
+            check,
+            bench,
+        }
+    }
+}
+
+impl fmt::Debug for ArmEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FamilyEntry")
-            .field("family", &self.family)
-            .field(
-                "arms",
-                &self.arms.iter().map(|a| a.name()).collect::<Vec<_>>(),
-            )
+        f.debug_struct("ArmEntry")
+            .field("arm", &self.arm.name())
             .field(
                 "twins",
                 &self.twins.iter().map(|t| t.name()).collect::<Vec<_>>(),
             )
+            .field("bench", &self.bench.is_some())
             .finish()
+    }
+}
+
+/// Everything a family registers with a planner's catalogue: its arms, each
+/// with its own twins, check and bench. New families join by building one
+/// of these.
+#[derive(Clone, Debug)]
+pub struct FamilyEntry {
+    /// The family.
+    pub family: Family,
+    /// Its arms, shipped order first (the first arm is the family's default).
+    pub arms: Vec<ArmEntry>,
+}
+
+impl FamilyEntry {
+    /// Every twin of every arm, with the arm whose offer it takes.
+    pub fn twins(&self) -> impl Iterator<Item = (&ArmEntry, &Arc<dyn Twin>)> {
+        self.arms
+            .iter()
+            .flat_map(|a| a.twins.iter().map(move |t| (a, t)))
     }
 }
 
@@ -864,6 +901,8 @@ pub unsafe trait Arm: Send + Sync {
 }
 
 /// A twin: the same kernel as its arm, body emitted directly as machine code.
+/// Which arm is the registration's business ([`ArmEntry::twins`]), not the
+/// twin's: no name links them.
 ///
 /// # Safety
 ///
@@ -872,8 +911,6 @@ pub unsafe trait Arm: Send + Sync {
 pub unsafe trait Twin: Send + Sync {
     /// Unique candidate name ("exp.twin.avx512").
     fn name(&self) -> &'static str;
-    /// The name of the arm whose offer it takes.
-    fn arm(&self) -> &'static str;
     /// The ISA it emits.
     fn isa(&self) -> Isa;
     /// Features the host must have to run it.

@@ -35,7 +35,7 @@ pub fn judge_twin<V: Validation>(
     match emit_for_host(twin, offer, host) {
         Ok(code) => validate(
             Judged {
-                name: twin.arm(),
+                name: "arm",
                 code: arm_code,
             },
             Judged {
@@ -64,7 +64,7 @@ pub fn judge_with(
     let code = emit_for_host(twin, offer, host)?;
     check.check(
         Judged {
-            name: twin.arm(),
+            name: "arm",
             code: arm_code,
         },
         Judged {

@@ -30,9 +30,19 @@ fn a64_twins() -> Vec<Box<dyn Twin>> {
     v
 }
 
+/// The name of the arm `twin` is registered under in the family's entry.
+fn arm_of(twin: &dyn Twin) -> &'static str {
+    q8_0::entry()
+        .arms
+        .iter()
+        .find(|a| a.twins.iter().any(|t| t.name() == twin.name()))
+        .map(|a| a.arm.name())
+        .unwrap_or_else(|| panic!("{} is not registered", twin.name()))
+}
+
 /// The body of a twin for its own arm's offer at a small geometry.
 fn body_of(twin: &dyn Twin) -> NativeCode {
-    let offer = offer_for_arm(twin.arm(), 5, 3, 2);
+    let offer = offer_for_arm(arm_of(twin), 5, 3, 2);
     twin.emit(&offer)
         .unwrap_or_else(|e| panic!("{}: {e}", twin.name()))
 }
@@ -49,9 +59,9 @@ fn offer_for_arm(arm_name: &str, rows: usize, blocks: usize, batch: u64) -> Offe
     let arm = entry
         .arms
         .iter()
-        .find(|a| a.name() == arm_name)
+        .find(|a| a.arm.name() == arm_name)
         .unwrap_or_else(|| panic!("no arm {arm_name}"));
-    arm.offer(&site, &Host::detect()).expect("offer")
+    arm.arm.offer(&site, &Host::detect()).expect("offer")
 }
 
 /// The text of every instruction (all words decode, or the test fails).
@@ -259,14 +269,19 @@ fn twin_nests_cover_every_row_pair_and_vector() {
 #[test]
 fn entry_registers_both_arms_and_every_arm64_twin_with_its_arm() {
     let entry = q8_0::entry();
-    let arms: Vec<_> = entry.arms.iter().map(|a| a.name()).collect();
+    let arms: Vec<_> = entry.arms.iter().map(|a| a.arm.name()).collect();
     assert_eq!(arms, [arm::ARM_NAME, rows2::ARM_NAME]);
-    let names: Vec<_> = entry.twins.iter().map(|t| t.name()).collect();
+    let names: Vec<_> = entry.twins().map(|(_, t)| t.name()).collect();
     for t in a64_twins() {
         assert!(names.contains(&t.name()), "{} not registered", t.name());
     }
-    for t in &entry.twins {
-        assert!(arms.contains(&t.arm()), "{} names {}", t.name(), t.arm());
+    // Each arm holds exactly its own contract's twins.
+    let under = |k: usize| -> Vec<&str> { entry.arms[k].twins.iter().map(|t| t.name()).collect() };
+    for t in SDOT_TWINS {
+        assert!(under(0).contains(&t.name()), "{}", t.name());
+    }
+    for t in ROWS2_TWINS {
+        assert!(under(1).contains(&t.name()), "{}", t.name());
     }
     let mut unique = names.clone();
     unique.sort_unstable();
@@ -275,14 +290,14 @@ fn entry_registers_both_arms_and_every_arm64_twin_with_its_arm() {
 }
 
 #[test]
-fn family_check_dispatches_on_the_contract_and_refuses_unknown_args() {
+fn an_arms_check_refuses_an_offer_for_another_argument_struct() {
     let entry = q8_0::entry();
     let host = Host::detect();
     let mut offer = offer_for_arm(arm::ARM_NAME, 3, 2, 1);
     let arm_code = arm::Q8MatvecArm.build(&offer, host.isa).expect("arm");
     offer.contract.args = "Q8SomethingElse".into();
     let e = weft_kernels::testing::judge_with(
-        &*entry.check,
+        &*entry.arms[0].check,
         &SDOT_TWINS[0],
         &arm_code,
         &offer,
@@ -376,28 +391,24 @@ mod on_aarch64 {
         let entry = q8_0::entry();
         let mut accepted = 0;
         // Each arm is built once (Cranelift itself runs slowly under qemu).
-        let mut built: Vec<(&str, Offer, NativeCode)> = Vec::new();
-        for twin in a64_twins() {
-            if weft_kernel::require_features(&host, twin.requires()).is_err() {
+        for (a, twin) in entry.twins() {
+            if twin.isa() != Isa::Aarch64
+                || weft_kernel::require_features(&host, twin.requires()).is_err()
+            {
                 continue;
             }
-            if !built.iter().any(|(name, ..)| *name == twin.arm()) {
-                // The geometry of the offer does not change the body; the
-                // cases bring their own shapes (rows 1..4096, blocks 1..448).
-                let offer = offer_for_arm(twin.arm(), 4096, 2, 1);
-                let arm = entry
-                    .arms
-                    .iter()
-                    .find(|a| a.name() == twin.arm())
-                    .expect("arm");
-                let code = arm.build(&offer, host.isa).expect("arm builds");
-                built.push((twin.arm(), offer, code));
-            }
-            let (_, offer, arm_code) = built
-                .iter()
-                .find(|(name, ..)| *name == twin.arm())
-                .expect("built above");
-            match entry.check.check(twin.as_ref(), arm_code, offer, &host, 42) {
+            // The geometry of the offer does not change the body; the
+            // cases bring their own shapes (rows 1..4096, blocks 1..448).
+            let offer = offer_for_arm(a.arm.name(), 4096, 2, 1);
+            let arm_code = a.arm.build(&offer, host.isa).expect("arm builds");
+            match weft_kernels::testing::judge_with(
+                &*a.check,
+                twin.as_ref(),
+                &arm_code,
+                &offer,
+                &host,
+                42,
+            ) {
                 Ok(checked) => {
                     assert!(checked.cases > 40 && checked.words > 20_000);
                     println!(

@@ -57,8 +57,8 @@ fn entries_register_each_family_once_with_its_arm_and_no_twins() {
     assert_eq!(names.len(), es.len());
     for e in &es {
         assert_eq!(e.arms.len(), 1);
-        assert_eq!(e.arms[0].family(), e.family);
-        assert!(e.twins.is_empty());
+        assert_eq!(e.arms[0].arm.family(), e.family);
+        assert!(e.arms[0].twins.is_empty());
     }
 }
 
@@ -70,11 +70,11 @@ fn every_family_offers_and_builds_at_smollm2_geometry() {
             .iter()
             .find(|e| e.family == site.family)
             .expect("registered");
-        let offer = e.arms[0].offer(&site, &host()).expect("offer");
+        let offer = e.arms[0].arm.offer(&site, &host()).expect("offer");
         assert_eq!(offer.contract.family, site.family.name());
         assert!(!offer.loops.is_empty(), "{}", site.family);
         assert!(offer.bytes_moved > 0);
-        let code = e.arms[0].build(&offer, host_isa()).expect("build");
+        let code = e.arms[0].arm.build(&offer, host_isa()).expect("build");
         assert_eq!(code.isa, host_isa());
         assert!(!code.bytes.is_empty() && !code.listing.is_empty());
     }
@@ -89,9 +89,10 @@ fn every_family_cross_compiles_for_the_other_isa() {
     let es = entries();
     for site in smollm2_sites() {
         let e = es.iter().find(|e| e.family == site.family).unwrap();
-        let offer = e.arms[0].offer(&site, &host()).unwrap();
+        let offer = e.arms[0].arm.offer(&site, &host()).unwrap();
         // Baseline features on the other ISA (x86-64: SSE2 only) suffice.
         let code = e.arms[0]
+            .arm
             .build(&offer, other)
             .unwrap_or_else(|r| panic!("{}: {r}", site.family));
         assert_eq!(code.isa, other);
@@ -104,6 +105,7 @@ fn offers_name_the_args_and_the_split_axis() {
     let find = |f: &str| es.iter().find(|e| e.family.name() == f).unwrap();
     let site = |f: &'static str, g: Geometry| Site::new(Family(f), g);
     let o = find("loopnest.rmsnorm").arms[0]
+        .arm
         .offer(
             &site(
                 "loopnest.rmsnorm",
@@ -131,6 +133,7 @@ fn offers_name_the_args_and_the_split_axis() {
         ]
     );
     let o = find("loopnest.argmax").arms[0]
+        .arm
         .offer(
             &site("loopnest.argmax", Geometry::new().with("len", 49152)),
             &host(),
@@ -146,7 +149,8 @@ fn bad_sites_are_refused_by_name() {
         .iter()
         .find(|e| e.family.name() == "loopnest.rmsnorm")
         .unwrap()
-        .arms[0];
+        .arms[0]
+        .arm;
     let wrong = Site::new(Family("loopnest.add"), Geometry::new().with("len", 4));
     assert_eq!(
         rms.offer(&wrong, &host()).unwrap_err().name(),
@@ -172,9 +176,6 @@ unsafe impl Twin for Stranger {
     fn name(&self) -> &'static str {
         "stranger"
     }
-    fn arm(&self) -> &'static str {
-        "add.arm.nest"
-    }
     fn isa(&self) -> Isa {
         host_isa()
     }
@@ -195,14 +196,14 @@ fn every_twin_is_refused_as_no_checker() {
             .into_iter()
             .find(|s| s.family == e.family)
             .unwrap();
-        let offer = e.arms[0].offer(&site, &host()).unwrap();
+        let offer = e.arms[0].arm.offer(&site, &host()).unwrap();
         let code = NativeCode {
             isa: host_isa(),
             bytes: vec![0xc3],
             listing: String::new(),
             loops: Vec::new(),
         };
-        let r = e
+        let r = e.arms[0]
             .check
             .check(
                 Judged {
@@ -363,8 +364,8 @@ fn print_listings() {
     let es = entries();
     for site in smollm2_sites() {
         let e = es.iter().find(|e| e.family == site.family).unwrap();
-        let offer = e.arms[0].offer(&site, &host()).unwrap();
-        let code = e.arms[0].build(&offer, host_isa()).unwrap();
+        let offer = e.arms[0].arm.offer(&site, &host()).unwrap();
+        let code = e.arms[0].arm.build(&offer, host_isa()).unwrap();
         println!(
             "== {} ({} bytes)\n{}",
             site.family,

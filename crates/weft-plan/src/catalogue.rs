@@ -1,11 +1,10 @@
-//! The catalogue: every family's arms and twins, registered as ordinary
-//! candidates. The planner never names a family; a family joins by
+//! The catalogue: every family's arms, each with its twins, registered as
+//! ordinary candidates. The planner never names a family; a family joins by
 //! registering its [`FamilyEntry`].
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use weft_kernel::{Family, FamilyEntry, Twin};
+use weft_kernel::{ArmEntry, Family, FamilyEntry};
 
 use crate::PlanError;
 
@@ -23,7 +22,7 @@ impl Catalogue {
 
     /// Register a family. Refused by name: a family registered twice, a
     /// family with no arm, a candidate name used twice anywhere in the
-    /// catalogue, a twin whose arm is not in its entry.
+    /// catalogue, an arm of another family.
     pub fn register(&mut self, entry: FamilyEntry) -> Result<(), PlanError> {
         let bad = |reason: String| PlanError::BadRegistration {
             family: entry.family.name().to_owned(),
@@ -36,31 +35,17 @@ impl Catalogue {
             return Err(bad("no arm".to_owned()));
         }
         let mut names: BTreeSet<&str> = self.candidate_names().collect();
-        for name in entry
-            .arms
-            .iter()
-            .map(|a| a.name())
-            .chain(entry.twins.iter().map(|t| t.name()))
-        {
+        for name in entry_names(&entry) {
             if !names.insert(name) {
                 return Err(bad(format!("candidate name `{name}` is used twice")));
             }
         }
-        for t in &entry.twins {
-            if !entry.arms.iter().any(|a| a.name() == t.arm()) {
-                return Err(bad(format!(
-                    "twin `{}` names arm `{}`, which the family does not register",
-                    t.name(),
-                    t.arm()
-                )));
-            }
-        }
         for a in &entry.arms {
-            if a.family() != entry.family {
+            if a.arm.family() != entry.family {
                 return Err(bad(format!(
                     "arm `{}` belongs to family {}",
-                    a.name(),
-                    a.family()
+                    a.arm.name(),
+                    a.arm.family()
                 )));
             }
         }
@@ -94,27 +79,29 @@ impl Catalogue {
                 .entries
                 .iter()
                 .map(|e| FamilyEntry {
-                    twins: Vec::new(),
-                    ..e.clone()
+                    family: e.family,
+                    arms: e
+                        .arms
+                        .iter()
+                        .map(|a| ArmEntry {
+                            twins: Vec::new(),
+                            ..a.clone()
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
     }
 
-    /// The twins of `entry` that take `arm`'s offer, in registration order.
-    pub(crate) fn twins_of<'e>(
-        entry: &'e FamilyEntry,
-        arm: &'e str,
-    ) -> impl Iterator<Item = &'e Arc<dyn Twin>> + 'e {
-        entry.twins.iter().filter(move |t| t.arm() == arm)
-    }
-
     fn candidate_names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().flat_map(|e| {
-            e.arms
-                .iter()
-                .map(|a| a.name())
-                .chain(e.twins.iter().map(|t| t.name()))
-        })
+        self.entries.iter().flat_map(entry_names)
     }
+}
+
+/// Every candidate name of `entry`: each arm, then its twins.
+fn entry_names(entry: &FamilyEntry) -> impl Iterator<Item = &str> {
+    entry
+        .arms
+        .iter()
+        .flat_map(|a| std::iter::once(a.arm.name()).chain(a.twins.iter().map(|t| t.name())))
 }

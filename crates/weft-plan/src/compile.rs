@@ -31,9 +31,9 @@ use std::time::Instant;
 use crate::mode::EmitMode;
 use weft_host::Host;
 use weft_kernel::{
-    require_features, Arm, Contract, FamilyEntry, Geometry, Judged, Kernel, KernelArgs, LoopTrip,
-    MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Residency, Site,
-    Twin, Workbench,
+    require_features, Arm, ArmEntry, Contract, FamilyEntry, Geometry, Judged, Kernel, KernelArgs,
+    LoopTrip, MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Residency,
+    Site, Twin, Workbench,
 };
 
 use crate::cache::{GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict, VerdictKey};
@@ -328,6 +328,8 @@ impl<A: KernelArgs> SiteKernel<A> {
 /// A candidate that survived to pricing.
 struct Cand {
     name: &'static str,
+    /// Index of the arm entry whose offer it serves (its own, for an arm).
+    arm: usize,
     offer: Arc<Offer>,
     code: Arc<NativeCode>,
     hash: ContentHash,
@@ -493,7 +495,8 @@ impl Planner {
         // Stage 1: the arms.
         let mut arms: Vec<Cand> = Vec::new();
         let mut refusals: Vec<(String, Refusal)> = Vec::new();
-        for arm in &entry.arms {
+        for (k, a) in entry.arms.iter().enumerate() {
+            let arm = &a.arm;
             let report = reports.len();
             reports.push(CandidateReport {
                 name: arm.name().to_owned(),
@@ -502,7 +505,7 @@ impl Planner {
                 price: None,
                 race: None,
             });
-            match self.arm_candidate(arm.as_ref(), site, report) {
+            match self.arm_candidate(arm.as_ref(), k, site, report) {
                 Ok(c) => {
                     reports[report].price = Some(price_report(&c.price));
                     arms.push(c);
@@ -523,14 +526,18 @@ impl Planner {
         let arm_cands: Vec<Cand> = arms;
         let (ai, rule1, why1) = self.select(&entry, &arm_cands, site, &mut reports)?;
         let arm_name = arm_cands[ai].name;
+        let arm_index = arm_cands[ai].arm;
         // Twins of arms not chosen are listed, not emitted.
-        for t in &entry.twins {
-            if t.arm() != arm_name {
+        for (k, a) in entry.arms.iter().enumerate() {
+            if k == arm_index {
+                continue;
+            }
+            for t in &a.twins {
                 reports.push(CandidateReport {
                     name: t.name().to_owned(),
-                    arm: Some(t.arm().to_owned()),
+                    arm: Some(a.arm.name().to_owned()),
                     verdict: VerdictReport::NotConsidered {
-                        reason: format!("its arm {} was not chosen", t.arm()),
+                        reason: format!("its arm {} was not chosen", a.arm.name()),
                     },
                     price: None,
                     race: None,
@@ -542,7 +549,8 @@ impl Planner {
             what: "chosen arm index out of range",
         })?;
         let mut bodies = vec![arm_cand];
-        for twin in Catalogue::twins_of(&entry, arm_name) {
+        let arm_entry = &entry.arms[arm_index];
+        for twin in &arm_entry.twins {
             let report = reports.len();
             reports.push(CandidateReport {
                 name: twin.name().to_owned(),
@@ -554,7 +562,7 @@ impl Planner {
             let arm_code = (Arc::clone(&bodies[0].code), bodies[0].hash);
             let offer = Arc::clone(&bodies[0].offer);
             match self.twin_candidate(
-                &entry,
+                (arm_entry, arm_index),
                 twin.as_ref(),
                 &offer,
                 &arm_code,
@@ -631,6 +639,7 @@ impl Planner {
     fn arm_candidate(
         &mut self,
         arm: &dyn Arm,
+        arm_index: usize,
         site: &Site,
         report: usize,
     ) -> Result<Cand, Refusal> {
@@ -641,6 +650,7 @@ impl Planner {
         let price = self.price(&code, hash, &nest, &offer, site.residency);
         Ok(Cand {
             name: arm.name(),
+            arm: arm_index,
             hash,
             offer,
             code,
@@ -717,7 +727,7 @@ impl Planner {
     /// A validated twin, or its refusal (and whether that came from the cache).
     fn twin_candidate(
         &mut self,
-        entry: &FamilyEntry,
+        (entry, arm_index): (&ArmEntry, usize),
         twin: &dyn Twin,
         offer: &Arc<Offer>,
         (arm_code, arm_hash): &(Arc<NativeCode>, ContentHash),
@@ -774,7 +784,7 @@ impl Planner {
                 // The judge gets the bytes emitted (or taken from the body
                 // cache) above: the ones that are hashed, priced and placed.
                 let arm = Judged {
-                    name: twin.arm(),
+                    name: entry.arm.name(),
                     code: arm_code,
                 };
                 let judged = Judged {
@@ -811,6 +821,7 @@ impl Planner {
         Ok((
             Cand {
                 name: twin.name(),
+                arm: arm_index,
                 hash: key.twin_code,
                 offer: Arc::clone(offer),
                 code,
@@ -938,7 +949,7 @@ impl Planner {
             };
             (first, rule, why)
         };
-        if !self.options.racing || entry.bench.is_none() {
+        if !self.options.racing || entry.arms[cands[first].arm].bench.is_none() {
             return keep(kept());
         }
         let mut champion = first;
@@ -1067,9 +1078,10 @@ impl Planner {
                 ),
             });
         }
-        let bench: &Arc<dyn Workbench> = entry.bench.as_ref().ok_or(Refusal::NoChecker {
-            family: entry.family.name().to_owned(),
-        })?;
+        let bench: &Arc<dyn Workbench> =
+            entry.arms[a.arm].bench.as_ref().ok_or(Refusal::NoChecker {
+                family: entry.family.name().to_owned(),
+            })?;
         let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
         let pa = self.placed_code(&a.code, a.hash)?;
         let pb = self.placed_code(&b.code, b.hash)?;

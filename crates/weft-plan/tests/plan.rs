@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use weft_host::{Host, Isa};
 use weft_kernel::{
-    Arm, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel, Refusal,
-    Residency, Site, Twin,
+    Arm, ArmEntry, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel,
+    Refusal, Residency, Site, Twin,
 };
 use weft_kernels::q8_0::arm::Q8MatvecArm;
 use weft_kernels::q8_0::validation::{random_activations, random_weights, Q8Bench, Q8Validation};
@@ -55,9 +55,6 @@ unsafe impl Twin for ArmCopy {
     fn name(&self) -> &'static str {
         "q8_0.matvec.twin.arm-copy"
     }
-    fn arm(&self) -> &'static str {
-        q8_0::arm::ARM_NAME
-    }
     fn isa(&self) -> Isa {
         Isa::of_target()
     }
@@ -77,9 +74,6 @@ struct Lazy;
 unsafe impl Twin for Lazy {
     fn name(&self) -> &'static str {
         "q8_0.matvec.twin.lazy"
-    }
-    fn arm(&self) -> &'static str {
-        q8_0::arm::ARM_NAME
     }
     fn isa(&self) -> Isa {
         Isa::of_target()
@@ -105,20 +99,19 @@ unsafe impl Twin for Lazy {
 /// The family's twins of the f32x4 arm, the one arm these tests register
 /// (the rows2 arm's twins need a site with weights to pack).
 fn f32x4_twins() -> Vec<Arc<dyn Twin>> {
-    q8_0::entry()
-        .twins
-        .into_iter()
-        .filter(|t| t.arm() == q8_0::arm::ARM_NAME)
-        .collect()
+    // The family registers the f32x4 arm first.
+    q8_0::entry().arms[0].twins.clone()
 }
 
 fn entry_with(twins: Vec<Arc<dyn Twin>>) -> FamilyEntry {
     FamilyEntry {
         family: Family(q8_0::FAMILY),
-        arms: vec![Arc::new(Q8MatvecArm)],
-        twins,
-        check: Arc::new(Checker(Q8Validation)),
-        bench: Some(Arc::new(Q8Bench)),
+        arms: vec![ArmEntry::new(
+            Arc::new(Q8MatvecArm),
+            twins,
+            Arc::new(Checker(Q8Validation)),
+            Some(Arc::new(Q8Bench)),
+        )],
     }
 }
 
@@ -873,9 +866,6 @@ unsafe impl Twin for Fickle {
     fn name(&self) -> &'static str {
         "q8_0.matvec.twin.fickle"
     }
-    fn arm(&self) -> &'static str {
-        q8_0::arm::ARM_NAME
-    }
     fn isa(&self) -> Isa {
         Isa::of_target()
     }
@@ -955,7 +945,7 @@ fn a_stronger_case_set_judges_again() {
     let path = dir.path().join("plan.bin");
     let compile = |label: &'static str| {
         let mut entry = entry_with(vec![Arc::new(ArmCopy)]);
-        entry.check = Arc::new(Relabelled(label));
+        entry.arms[0].check = Arc::new(Relabelled(label));
         let mut c = Catalogue::new();
         c.register(entry).expect("register");
         Planner::new(
@@ -997,9 +987,6 @@ unsafe impl Twin for Unemittable {
         } else {
             "q8_0.matvec.twin.needs-features"
         }
-    }
-    fn arm(&self) -> &'static str {
-        q8_0::arm::ARM_NAME
     }
     fn isa(&self) -> Isa {
         Isa::of_target()

@@ -24,7 +24,6 @@ use std::fmt::Write as _;
 use weft_a64::{decode, mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
-use super::arm::ARM_NAME;
 use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D};
 
 /// The NEON twin of the fused arm.
@@ -90,10 +89,6 @@ impl AttentionNeon {
 unsafe impl Twin for AttentionNeon {
     fn name(&self) -> &'static str {
         "attention.fused.twin.neon"
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

@@ -35,9 +35,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, Function, InstBuilder, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use weft_kernel::{
-    Aliasing, ArithmeticContract, Checked, Contract, Family, FamilyEntry, FmaUse, Host, Isa,
-    Judged, Kernel, KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer, ReductionOrder,
-    Refusal, Site, TwinCheck,
+    Aliasing, ArithmeticContract, ArmEntry, Checked, Contract, Family, FamilyEntry, FmaUse, Host,
+    Isa, Judged, Kernel, KernelArgs, LoopTrip, MemberViews, NanRule, NativeCode, Offer,
+    ReductionOrder, Refusal, Site, TwinCheck,
 };
 use weft_managed::{ArmCode, ManagedError, Target};
 
@@ -740,11 +740,13 @@ pub fn entries() -> Vec<FamilyEntry> {
         .iter()
         .map(|&s| FamilyEntry {
             family: Family(s.family()),
-            arms: vec![Arc::new(ChainArm(s))],
-            twins: Vec::new(),
-            check: Arc::new(NoTwins),
             // Nothing to race: one arm, no twins.
-            bench: None,
+            arms: vec![ArmEntry::new(
+                Arc::new(ChainArm(s)),
+                Vec::new(),
+                Arc::new(NoTwins),
+                None,
+            )],
         })
         .collect()
 }

@@ -842,10 +842,12 @@ pub fn entry() -> weft_kernel::FamilyEntry {
     twins.push(Arc::new(a64::AttentionNeon));
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(FAMILY),
-        arms: vec![Arc::new(arm::AttentionArm)],
-        twins,
-        check: Arc::new(weft_validate::Checker(validation::AttentionValidation)),
-        bench: Some(Arc::new(validation::AttentionWorkbench)),
+        arms: vec![weft_kernel::ArmEntry::new(
+            Arc::new(arm::AttentionArm),
+            twins,
+            Arc::new(weft_validate::Checker(validation::AttentionValidation)),
+            Some(Arc::new(validation::AttentionWorkbench)),
+        )],
     }
 }
 

@@ -503,8 +503,8 @@ fn chain_stages_are_registered_with_their_own_families() {
     for (e, s) in all[1..].iter().zip(Stage::ALL) {
         assert_eq!(e.family.name(), s.family());
         assert_eq!(e.arms.len(), 1);
-        assert_eq!(e.arms[0].name(), s.arm_name());
-        assert!(e.twins.is_empty());
+        assert_eq!(e.arms[0].arm.name(), s.arm_name());
+        assert!(e.arms.iter().all(|a| a.twins.is_empty()));
     }
 }
 
@@ -518,15 +518,23 @@ fn twins_validate(d: usize, kv: KvType) -> usize {
     let e = entry();
     let offer = arm::offer_for(&arm::body_site(d, kv));
     let arm_code = e.arms[0]
+        .arm
         .build(&offer, crate::arm_build::host_isa())
         .expect("arm builds");
     let mut ran = 0;
-    for twin in &e.twins {
+    for twin in &e.arms[0].twins {
         if twin.isa() != host.isa || weft_kernel::require_features(&host, twin.requires()).is_err()
         {
             continue;
         }
-        match crate::testing::judge_with(&*e.check, twin.as_ref(), &arm_code, &offer, &host, 17) {
+        match crate::testing::judge_with(
+            &*e.arms[0].check,
+            twin.as_ref(),
+            &arm_code,
+            &offer,
+            &host,
+            17,
+        ) {
             Ok(c) => assert!(
                 c.cases == validation::specs().len() && c.words > 0,
                 "{}: {c:?}",
@@ -560,7 +568,7 @@ fn every_twin_matches_the_arm_bit_for_bit_f16() {
 #[test]
 fn twins_refuse_head_dimensions_above_128_by_name() {
     let offer = arm::offer_for(&arm::body_site(192, KvType::F32));
-    for twin in entry().twins {
+    for twin in entry().arms[0].twins.clone() {
         let e = twin.emit(&offer).unwrap_err();
         assert_eq!(e.name(), "unsupported-geometry", "{}", twin.name());
     }
@@ -572,10 +580,11 @@ fn twins_refuse_head_dimensions_above_128_by_name() {
 #[test]
 fn every_twin_names_the_fused_arm_and_emits_for_any_host() {
     let e = entry();
-    assert_eq!(e.twins.len(), 3);
+    assert_eq!(e.arms.len(), 1);
+    assert_eq!(e.arms[0].arm.name(), arm::ARM_NAME);
+    assert_eq!(e.arms[0].twins.len(), 3);
     let offer = arm::offer_for(&arm::body_site(64, KvType::F16));
-    for t in &e.twins {
-        assert_eq!(t.arm(), arm::ARM_NAME);
+    for t in &e.arms[0].twins {
         let code = t.emit(&offer).expect("emits");
         assert_eq!(code.isa, t.isa());
         assert!(!code.bytes.is_empty());
@@ -635,16 +644,20 @@ fn workbench_runs_the_arm_and_every_host_twin_at_the_offer_site() {
         Family(FAMILY),
         geometry(64, 1, 300, 9, 3, true, KvType::F16),
     );
-    let offer = e.arms[0].offer(&site, &host).expect("offer");
-    let wb = e.bench.as_ref().expect("the fused family can be raced");
+    let offer = e.arms[0].arm.offer(&site, &host).expect("offer");
+    let wb = e.arms[0]
+        .bench
+        .as_ref()
+        .expect("the fused family can be raced");
     let mut bench = wb.prepare(&offer, 3).expect("prepare");
     let arm = e.arms[0]
+        .arm
         .build(&offer, crate::arm_build::host_isa())
         .and_then(|c| c.place())
         .expect("arm");
     // SAFETY: the arm's body was built for this offer.
     unsafe { bench.run(&arm) }.expect("arm runs");
-    for twin in &e.twins {
+    for twin in &e.arms[0].twins {
         if twin.isa() != host.isa || weft_kernel::require_features(&host, twin.requires()).is_err()
         {
             continue;

@@ -84,7 +84,6 @@ use weft_x64::iced_x86::code_asm::{
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use super::arm::ARM_NAME;
 use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D};
 
 /// Which instruction set a twin is written for.
@@ -170,10 +169,6 @@ unsafe impl Twin for AttentionX64 {
             Tier::Avx2 => "attention.fused.twin.avx2",
             Tier::Avx512 => "attention.fused.twin.avx512",
         }
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

@@ -97,6 +97,22 @@ pub mod x64;
 // Twins, added by their authors:
 pub mod a64;
 
+/// Every twin of `func`'s arm, for every ISA: x64 (widest tier first), then
+/// arm64. The arm is [`arm::ElementwiseArm`] of the same `func`; this list
+/// is what registers a twin under it.
+pub fn twins_of(func: Func) -> Vec<Box<dyn weft_kernel::Twin>> {
+    let tf = match func {
+        Func::Exp => x64::TwinFunc::Exp,
+        Func::Erf => x64::TwinFunc::Erf,
+    };
+    let mut v: Vec<Box<dyn weft_kernel::Twin>> = [x64::Tier::Avx512, x64::Tier::Avx2]
+        .into_iter()
+        .map(|tier| Box::new(x64::X64Twin { func: tf, tier }) as Box<dyn weft_kernel::Twin>)
+        .collect();
+    v.push(Box::new(a64::A64Twin::new(func)));
+    v
+}
+
 /// The name of the argument struct in elementwise contracts.
 pub const ARGS_NAME: &str = "ElementwiseArgs";
 

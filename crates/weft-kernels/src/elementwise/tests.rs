@@ -254,12 +254,8 @@ mod arm_tests {
         let offer = arm.offer(&site, &host).expect("offer");
         let mut bodies = vec![(arm.name(), ElementwiseKernel::arm(f).expect("arm"))];
         let mut not_run = Vec::new();
-        let mut twins = super::super::x64::x64_twins();
-        twins.push(Box::new(super::super::a64::A64Twin::new(f)));
-        for t in twins
-            .iter()
-            .filter(|t| t.arm() == arm.name() && t.isa() == host.isa)
-        {
+        let twins = super::super::twins_of(f);
+        for t in twins.iter().filter(|t| t.isa() == host.isa) {
             if weft_kernel::require_features(&host, t.requires()).is_err() {
                 not_run.push(t.name());
                 continue;

@@ -1401,13 +1401,6 @@ unsafe impl Twin for X64Twin {
         }
     }
 
-    fn arm(&self) -> &'static str {
-        match self.func {
-            TwinFunc::Exp => ARM_EXP,
-            TwinFunc::Erf => ARM_ERF,
-        }
-    }
-
     fn isa(&self) -> Isa {
         Isa::X86_64
     }

@@ -49,7 +49,6 @@ use weft_a64::{
 };
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
-use super::arm::ARM_NAME;
 use super::{offsets, ARGS_NAME, BLOCK_BYTES, FAMILY};
 
 // ------------------------------------------------------------- shared ---
@@ -232,10 +231,6 @@ unsafe impl Twin for Q8MatvecSdot {
             2 => "q8_0.matvec.twin.sdot.r2",
             _ => "q8_0.matvec.twin.sdot",
         }
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

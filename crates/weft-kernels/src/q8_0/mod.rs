@@ -47,13 +47,13 @@
 //!
 //! A second contract of the family, with its own arm, packed weights and
 //! arm64 twins (`smmla`, `sdot`), lives in [`rows2`]: integer part per
-//! block, four lanes per output. [`entry`] registers both; its
-//! [`check::Q8Check`] validates each twin against its own arm's contract.
+//! block, four lanes per output. [`entry`] registers both arms, each with
+//! its own twins, validation and bench, so a twin is judged by its own
+//! arm's contract with no dispatch on contract names.
 
 pub mod a64;
 pub mod arm;
 pub mod block;
-pub mod check;
 pub mod quantize;
 pub mod reference;
 pub mod rows2;
@@ -75,29 +75,36 @@ pub use block::{BlockQ8_0, BLOCK_BYTES, BLOCK_LEN};
 /// The family's name.
 pub const FAMILY: &str = "q8_0.matvec";
 
-/// The family as a planner registers it: the arms (f32x4 first, the
-/// default; then rows2), every twin (all ISAs; the planner skips what the
-/// host cannot run), their validation and their micro-race bench
-/// ([`check::Q8Check`] and [`check::Q8Workbench`] dispatch on the offer's
-/// contract).
+/// The family as a planner registers it: two arms, each with its own
+/// contract, twins (all ISAs; the planner skips what the host cannot run),
+/// validation and micro-race bench — f32x4 first (the default), then rows2,
+/// whose weights are packed.
 pub fn entry() -> weft_kernel::FamilyEntry {
     use std::sync::Arc;
-    use weft_kernel::Twin;
+    use weft_kernel::{ArmEntry, Twin};
+    use weft_validate::Checker;
     fn arc<T: Twin + 'static>(t: T) -> Arc<dyn Twin> {
         Arc::new(t)
     }
-    let twins = x64::TWINS
-        .into_iter()
-        .map(arc)
-        .chain(a64::SDOT_TWINS.into_iter().map(arc))
-        .chain(rows2::a64::ROWS2_TWINS.into_iter().map(arc))
-        .collect();
+    let f32x4 = ArmEntry::new(
+        Arc::new(arm::Q8MatvecArm),
+        x64::TWINS
+            .into_iter()
+            .map(arc)
+            .chain(a64::SDOT_TWINS.into_iter().map(arc))
+            .collect(),
+        Arc::new(Checker(validation::Q8Validation)),
+        Some(Arc::new(validation::Q8Bench)),
+    );
+    let rows2 = ArmEntry::new(
+        Arc::new(rows2::arm::Q8Rows2Arm),
+        rows2::a64::ROWS2_TWINS.into_iter().map(arc).collect(),
+        Arc::new(Checker(rows2::validation::Rows2Validation)),
+        Some(Arc::new(rows2::validation::Rows2Bench)),
+    );
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(FAMILY),
-        arms: vec![Arc::new(arm::Q8MatvecArm), Arc::new(rows2::arm::Q8Rows2Arm)],
-        twins,
-        check: Arc::new(check::Q8Check),
-        bench: Some(Arc::new(check::Q8Workbench)),
+        arms: vec![f32x4, rows2],
     }
 }
 

@@ -53,7 +53,7 @@ use weft_x64::iced_x86::code_asm::{
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use super::arm::{site_dims, ARM_NAME};
+use super::arm::site_dims;
 use super::{offsets, ARGS_NAME, BLOCK_BYTES, FAMILY};
 
 /// Which instruction set a twin is written for.
@@ -222,10 +222,6 @@ unsafe impl Twin for Q8MatvecX64 {
             (Tier::Avx512Vnni, 4) => "q8_0.matvec.twin.avx512vnni.r4",
             (Tier::Avx512Vnni, _) => "q8_0.matvec.twin.avx512vnni",
         }
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

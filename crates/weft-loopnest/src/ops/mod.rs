@@ -212,11 +212,13 @@ impl<O: NestOp> Placed<O> {
 pub fn family_entry<O: NestOp>() -> FamilyEntry {
     FamilyEntry {
         family: Family(O::FAMILY),
-        arms: vec![Arc::new(NestArm::<O>::new())],
-        twins: Vec::new(),
-        check: Arc::new(NoTwins),
         // Nothing to race: with one arm and no twins there is no choice.
-        bench: None,
+        arms: vec![weft_kernel::ArmEntry::new(
+            Arc::new(NestArm::<O>::new()),
+            Vec::new(),
+            Arc::new(NoTwins),
+            None,
+        )],
     }
 }
 

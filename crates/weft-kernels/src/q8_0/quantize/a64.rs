@@ -24,7 +24,6 @@ use weft_a64::{h, mem, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, WZR};
 use weft_kernel::{Feature, Isa, LoopAnnotation, NativeCode, Offer, Refusal, Twin};
 
 use super::super::{BLOCK_BYTES, BLOCK_LEN};
-use super::arm::ARM_NAME;
 use super::{dims, offsets, ARGS_NAME, FAMILY};
 
 /// The NEON twin.
@@ -167,10 +166,6 @@ impl QuantizeNeon {
 unsafe impl Twin for QuantizeNeon {
     fn name(&self) -> &'static str {
         "q8_0.quantize.twin.neon"
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

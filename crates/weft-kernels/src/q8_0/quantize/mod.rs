@@ -67,10 +67,12 @@ pub fn entry() -> weft_kernel::FamilyEntry {
     twins.push(Arc::new(a64::QuantizeNeon));
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(FAMILY),
-        arms: vec![Arc::new(arm::QuantizeArm)],
-        twins,
-        check: Arc::new(weft_validate::Checker(validation::QuantizeValidation)),
-        bench: Some(Arc::new(validation::QuantizeBench)),
+        arms: vec![weft_kernel::ArmEntry::new(
+            Arc::new(arm::QuantizeArm),
+            twins,
+            Arc::new(weft_validate::Checker(validation::QuantizeValidation)),
+            Some(Arc::new(validation::QuantizeBench)),
+        )],
     }
 }
 

@@ -345,8 +345,8 @@ fn arm_compiles_for_both_isas_at_baseline() {
 fn entry_registers_the_arm_and_every_twin() {
     let e = entry();
     assert_eq!(e.family.name(), FAMILY);
-    assert_eq!(e.arms[0].name(), ARM_NAME);
-    let names: Vec<_> = e.twins.iter().map(|t| t.name()).collect();
+    assert_eq!(e.arms[0].arm.name(), ARM_NAME);
+    let names: Vec<_> = e.arms[0].twins.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
         [
@@ -355,8 +355,7 @@ fn entry_registers_the_arm_and_every_twin() {
             "q8_0.quantize.twin.neon"
         ]
     );
-    for t in &e.twins {
-        assert_eq!(t.arm(), ARM_NAME);
+    for t in &e.arms[0].twins {
         let offer = offer_for(96, 3).expect("offer");
         assert_eq!(t.nest(&offer), offer.loops);
         let code = t.emit(&offer).expect("emits on any host");
@@ -364,7 +363,7 @@ fn entry_registers_the_arm_and_every_twin() {
         assert_eq!(code.loops[0].name, offer.loops[0].name);
     }
     // The workbench runs the arm on prepared inputs at the offer.
-    let bench = e.bench.as_ref().expect("a workbench");
+    let bench = e.arms[0].bench.as_ref().expect("a workbench");
     let offer = offer_for(96, 3).expect("offer");
     let arm_code = QuantizeArm.build(&offer, Host::detect().isa).expect("arm");
     let placed = arm_code.place().expect("place");
@@ -381,8 +380,8 @@ fn entry_registers_the_arm_and_every_twin() {
     let host = Host::detect();
     let offer = offer_for(64, 1).expect("offer");
     let arm = QuantizeArm.build(&offer, host.isa).expect("arm");
-    for t in &e.twins {
-        match crate::testing::judge_with(&*e.check, t.as_ref(), &arm, &offer, &host, 1) {
+    for t in &e.arms[0].twins {
+        match crate::testing::judge_with(&*e.arms[0].check, t.as_ref(), &arm, &offer, &host, 1) {
             Ok(c) => assert!(c.cases == geometries().len()),
             Err(r) => assert!(
                 matches!(r.name(), "missing-feature" | "wrong-isa"),

@@ -29,7 +29,6 @@ use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::super::{BLOCK_BYTES, BLOCK_LEN};
-use super::arm::ARM_NAME;
 use super::{dims, offsets, ARGS_NAME, FAMILY};
 
 /// Which instruction set a twin is written for.
@@ -95,10 +94,6 @@ unsafe impl Twin for QuantizeX64 {
             Tier::Avx2 => "q8_0.quantize.twin.avx2",
             Tier::Avx512 => "q8_0.quantize.twin.avx512",
         }
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

@@ -48,7 +48,7 @@ use super::super::a64::{
     add_lsl, callee_saved, emit_refusal, load_args, native, ArgRegs, LoopMark, SDOT_FEATURES,
 };
 use super::super::{BLOCK_BYTES, FAMILY};
-use super::{ARGS_NAME, ARM_NAME, LAYOUT, PAIR_BLOCK_BYTES};
+use super::{ARGS_NAME, LAYOUT, PAIR_BLOCK_BYTES};
 
 /// How the integer part of a pair block is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -118,10 +118,6 @@ unsafe impl Twin for Q8Rows2A64 {
             (Dot::Sdot, 2) => "q8_0.matvec.twin.rows2.sdot.r4",
             (Dot::Sdot, _) => "q8_0.matvec.twin.rows2.sdot",
         }
-    }
-
-    fn arm(&self) -> &'static str {
-        ARM_NAME
     }
 
     fn isa(&self) -> Isa {

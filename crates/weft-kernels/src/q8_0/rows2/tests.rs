@@ -8,7 +8,7 @@ use super::super::validation::{
 use super::super::{geometry, Q8Weights, BLOCK_BYTES, FAMILY};
 use super::arm::{offer_for, Q8Rows2Arm, Q8Rows2Kernel};
 use super::reference::matvec;
-use super::validation::rows2_cases;
+use super::validation::{rows2_cases, Rows2Bench};
 use super::*;
 
 fn same_bits(a: &[f32], b: &[f32]) -> Option<usize> {
@@ -281,20 +281,20 @@ fn shapes_cover_the_briefs_rows_and_blocks() {
 }
 
 #[test]
-fn family_workbench_runs_each_contract_with_its_own_args() {
-    use super::super::arm::Q8MatvecArm;
-    use super::super::check::Q8Workbench;
+fn each_arm_races_on_its_own_bench_and_a_foreign_offer_is_refused() {
     use super::super::validation::Q8Bench;
     use weft_kernel::Workbench;
     let host = Host::detect();
     let w = random_weights(5, 3, 1, true);
     let site = site_with(5, 96, 2, Some(w.bytes().to_vec()));
-    for arm in [&Q8Rows2Arm as &dyn Arm, &Q8MatvecArm] {
-        let offer = arm.offer(&site, &host).expect("offer");
-        let code = arm.build(&offer, host.isa).expect("build");
+    for a in &super::super::entry().arms {
+        let offer = a.arm.offer(&site, &host).expect("offer");
+        let code = a.arm.build(&offer, host.isa).expect("build");
         let placed = code.place().expect("place");
-        let mut bench = Q8Workbench.prepare(&offer, 3).expect("prepare");
-        // SAFETY: `code` is the body `arm` built for `offer`.
+        let workbench = a.bench.as_ref().expect("every q8_0 arm can be raced");
+        let mut bench = workbench.prepare(&offer, 3).expect("prepare");
+        // SAFETY: `code` is the body `a.arm` built for `offer`, which the
+        // bench was prepared for.
         unsafe { bench.run(&placed) }.expect("run");
     }
     let mut rows2 = Q8Rows2Arm.offer(&site, &host).expect("offer");
@@ -305,7 +305,7 @@ fn family_workbench_runs_each_contract_with_its_own_args() {
     );
     rows2.contract.args = "Q8Other".into();
     assert_eq!(
-        Q8Workbench.prepare(&rows2, 1).err().map(|e| e.name()),
+        Rows2Bench.prepare(&rows2, 1).err().map(|e| e.name()),
         Some("bad-operand")
     );
 }
