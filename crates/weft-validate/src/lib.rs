@@ -388,7 +388,7 @@ fn run_validation<V: Validation>(
 
 /// A family's [`Validation`] as the planner's type-erased
 /// [`TwinCheck`]: what a family puts in its
-/// [`weft_kernel::FamilyEntry::check`].
+/// [`weft_kernel::ArmEntry::check`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Checker<V>(pub V);
 

@@ -6,8 +6,9 @@
 //! shared [`shapes`]): a 4096 × 448 case is 62 MB of weights, too slow to
 //! generate and run in a debug build under qemu.
 //!
-//! Library code: the family's [`check`](super::super::check) runs these
-//! cases for every offer whose contract takes [`Q8Rows2Args`].
+//! Library code: the rows2 arm's entry in the family's
+//! [`entry`](super::super::entry) checks its twins with these cases, on
+//! offers whose contract takes [`Q8Rows2Args`].
 
 use std::ops::Range;
 
