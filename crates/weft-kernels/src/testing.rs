@@ -33,20 +33,10 @@ pub fn judge_twin<V: Validation>(
     seed: u64,
 ) -> Outcome {
     match emit_for_host(twin, offer, host) {
-        Ok(code) => validate(
-            Judged {
-                name: "arm",
-                code: arm_code,
-            },
-            Judged {
-                name: twin.name(),
-                code: &code,
-            },
-            offer,
-            host,
-            v,
-            seed,
-        ),
+        Ok(code) => {
+            let (arm, twin) = judged(arm_code, twin, &code);
+            validate(arm, twin, offer, host, v, seed)
+        }
         Err(r) => Outcome::Refused(r),
     }
 }
@@ -62,17 +52,24 @@ pub fn judge_with(
     seed: u64,
 ) -> Result<Checked, Refusal> {
     let code = emit_for_host(twin, offer, host)?;
-    check.check(
+    let (arm, twin) = judged(arm_code, twin, &code);
+    check.check(arm, twin, offer, host, seed)
+}
+
+/// The two bodies put before a judge: the arm's and `twin`'s `code`.
+fn judged<'a>(
+    arm_code: &'a NativeCode,
+    twin: &dyn Twin,
+    code: &'a NativeCode,
+) -> (Judged<'a>, Judged<'a>) {
+    (
         Judged {
             name: "arm",
             code: arm_code,
         },
         Judged {
             name: twin.name(),
-            code: &code,
+            code,
         },
-        offer,
-        host,
-        seed,
     )
 }

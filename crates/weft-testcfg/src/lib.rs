@@ -19,25 +19,58 @@
 //!   in a test's attribute is a compile-time warning, not a test that never
 //!   runs.
 
-/// The x86-64 features tests may name, as `std::is_x86_feature_detected!`
-/// spells them.
-pub const X86_FEATURES: &[&str] = &[
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "bmi2",
-    "avx512f",
-    "avx512bw",
-    "avx512dq",
-    "avx512vl",
-    "avx512vnni",
-    "avx512bf16",
-];
+/// One list per ISA gives both the names a test may use and the detector
+/// that checks each one, so the two cannot drift apart.
+macro_rules! features {
+    (@detect "x86_64", $f:tt) => {
+        std::is_x86_feature_detected!($f)
+    };
+    (@detect "aarch64", $f:tt) => {
+        std::arch::is_aarch64_feature_detected!($f)
+    };
+    ($list:ident, $detect:ident, $arch:tt, [$($f:tt),* $(,)?]) => {
+        #[doc = concat!("The ", $arch, " features tests may name, as the standard library's detector spells them.")]
+        pub const $list: &[&str] = &[$($f),*];
 
-/// The AArch64 features tests may name, as
-/// `std::arch::is_aarch64_feature_detected!` spells them.
-pub const AARCH64_FEATURES: &[&str] = &["neon", "dotprod", "fp16", "i8mm"];
+        #[cfg(target_arch = $arch)]
+        fn $detect() -> Vec<&'static str> {
+            let mut v = Vec::new();
+            $(if features!(@detect $arch, $f) { v.push($f); })*
+            v
+        }
+
+        #[cfg(not(target_arch = $arch))]
+        fn $detect() -> Vec<&'static str> {
+            Vec::new()
+        }
+    };
+}
+
+features!(
+    X86_FEATURES,
+    detected_x86,
+    "x86_64",
+    [
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "bmi2",
+        "avx512f",
+        "avx512bw",
+        "avx512dq",
+        "avx512vl",
+        "avx512vnni",
+        "avx512bf16",
+    ]
+);
+
+features!(
+    AARCH64_FEATURES,
+    detected_aarch64,
+    "aarch64",
+    ["neon", "dotprod", "fp16", "i8mm"]
+);
 
 /// The extra flag `weft_host_zen4_plus`: an AMD Zen 4 or later core (family
 /// 19h model 10h and up, or a later family), the hosts the shipped Zen
@@ -86,52 +119,6 @@ pub fn host_features() -> Vec<&'static str> {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn detected_x86() -> Vec<&'static str> {
-    macro_rules! pick {
-        ($($f:tt),*) => {{
-            let mut v = Vec::new();
-            $(if std::is_x86_feature_detected!($f) { v.push($f); })*
-            v
-        }};
-    }
-    pick!(
-        "avx",
-        "avx2",
-        "fma",
-        "f16c",
-        "bmi2",
-        "avx512f",
-        "avx512bw",
-        "avx512dq",
-        "avx512vl",
-        "avx512vnni",
-        "avx512bf16"
-    )
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn detected_x86() -> Vec<&'static str> {
-    Vec::new()
-}
-
-#[cfg(target_arch = "aarch64")]
-fn detected_aarch64() -> Vec<&'static str> {
-    macro_rules! pick {
-        ($($f:tt),*) => {{
-            let mut v = Vec::new();
-            $(if std::arch::is_aarch64_feature_detected!($f) { v.push($f); })*
-            v
-        }};
-    }
-    pick!("neon", "dotprod", "fp16", "i8mm")
-}
-
-#[cfg(not(target_arch = "aarch64"))]
-fn detected_aarch64() -> Vec<&'static str> {
-    Vec::new()
-}
-
 /// Whether the test host is AMD Zen 4 or later with AVX-512 (x86-64
 /// native builds only).
 fn zen4_plus() -> bool {
@@ -162,13 +149,21 @@ fn zen4_plus() -> bool {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn every_x86_name_is_one_the_detector_knows() {
-        // `detected_x86` spells the list out for the macro; the two must agree.
-        let mut a = super::X86_FEATURES.to_vec();
-        a.sort_unstable();
-        let src = include_str!("lib.rs");
-        for f in a {
-            assert!(src.matches(&format!("\"{f}\"")).count() >= 2, "{f}");
+    fn every_feature_detected_is_one_a_test_may_name() {
+        // The build machine's own features (a test build is native).
+        for f in super::host_features() {
+            assert!(
+                super::X86_FEATURES.contains(&f) || super::AARCH64_FEATURES.contains(&f),
+                "{f}"
+            );
         }
+        let mut all: Vec<_> = super::X86_FEATURES
+            .iter()
+            .chain(super::AARCH64_FEATURES)
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "every name declared once");
     }
 }

@@ -256,11 +256,14 @@ mod arm_tests {
         let mut not_run = Vec::new();
         let twins = super::super::twins_of(f);
         for t in twins.iter().filter(|t| t.isa() == host.isa) {
-            if weft_kernel::require_features(&host, t.requires()).is_err() {
-                not_run.push(t.name());
-                continue;
-            }
-            let code = t.emit(&offer).expect("twin emits");
+            let code = match crate::testing::emit_for_host(t.as_ref(), &offer, &host) {
+                Ok(code) => code,
+                Err(weft_kernel::Refusal::MissingFeature { .. }) => {
+                    not_run.push(t.name());
+                    continue;
+                }
+                Err(r) => panic!("{} does not emit: {r}", t.name()),
+            };
             // SAFETY: an elementwise twin's body honours the elementwise
             // leaf ABI (its module's invariants).
             let k = unsafe { ElementwiseKernel::from_native(&code) }.expect("twin places");
