@@ -21,11 +21,11 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use weft_attention::arm::{offer_for, AttentionKernel};
+use weft_attention::chain::{AttentionChain, ChainScratch};
+use weft_attention::twin_x64::TWINS;
+use weft_attention::{AttentionShape, KvSlice, KvType, Layout, SiteShape};
 use weft_kernel::{Host, Kernel, NativeCode, Twin};
-use weft_kernels::attention::arm::{offer_for, AttentionKernel};
-use weft_kernels::attention::chain::{AttentionChain, ChainScratch};
-use weft_kernels::attention::x64::TWINS;
-use weft_kernels::attention::{AttentionShape, KvSlice, KvType, Layout, SiteShape};
 use weft_x64::iced_x86::code_asm::registers::{ymm, zmm};
 use weft_x64::iced_x86::code_asm::{qword_ptr, rcx};
 use weft_x64::{Abi, Clobbers, Emitter};
@@ -504,7 +504,7 @@ fn measure(host: &Host, sh: Shape, peak: &(Kernel<PeakArgs>, f64)) -> Result<Mea
         }
         let code = t.emit(&offer).map_err(|e| format!("{}: {e}", t.name()))?;
         // SAFETY: the attention.fused twins are validated against the arm
-        // (crates/weft-kernels/src/attention/tests.rs): they honour the leaf
+        // (crates/weft-attention/src/tests.rs): they honour the leaf
         // ABI for AttentionArgs at this d and K/V type.
         let k = unsafe { AttentionKernel::from_native(&code, d, kv) }
             .map_err(|e| format!("{}: {e}", t.name()))?;

@@ -8,9 +8,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
+use weft_elementwise::Func;
 use weft_kernel::{require_features, Arm, Geometry, Host, Site};
-use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
-use weft_kernels::elementwise::Func;
 
 extern "C" {
     fn expf(x: f32) -> f32;
@@ -180,7 +180,7 @@ pub fn twin_kernels(f: Func) -> Vec<(&'static str, ElementwiseKernel)> {
         }
     };
     let mut out = Vec::new();
-    for t in weft_kernels::elementwise::twins_of(f) {
+    for t in weft_elementwise::twins_of(f) {
         if t.isa() != host.isa {
             continue;
         }

@@ -17,9 +17,8 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use weft_attention::KvType;
 use weft_kernel::{Family, Geometry, Host, Site};
-use weft_kernels::attention::{self, KvType};
-use weft_kernels::q8_0;
 use weft_loopnest::{Add, NestOp, RmsNorm, Rope, SiluMul};
 use weft_plan::{CacheLocation, Catalogue, CompiledPlan, Options, Planner};
 
@@ -44,15 +43,16 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
     );
     let quant = |cols| {
         site(
-            q8_0::quantize::FAMILY,
-            q8_0::quantize::geometry(cols, batch),
+            weft_q8::quantize::FAMILY,
+            weft_q8::quantize::geometry(cols, batch),
         )
     };
     // Where the model's weights are on this host, as the engine says.
     let weights =
         weft_llm::engine::weight_residency(&weft_llm::Config::smollm2_135m(), weft_host::host());
-    let matvec =
-        |rows, cols| site(q8_0::FAMILY, q8_0::geometry(rows, cols, batch)).with_residency(weights);
+    let matvec = |rows, cols| {
+        site(weft_q8::FAMILY, weft_q8::geometry(rows, cols, batch)).with_residency(weights)
+    };
     let add = site(
         Add::FAMILY,
         Add::new((DIM * batch) as usize).map_err(err)?.geometry(),
@@ -70,8 +70,8 @@ fn layer(batch: u64, context: u64) -> Result<Vec<Site>, String> {
                 .geometry(),
         ),
         site(
-            attention::FAMILY,
-            attention::geometry(HEAD_DIM, batch, context, HEADS, KV_HEADS, true, KvType::F32),
+            weft_attention::FAMILY,
+            weft_attention::geometry(HEAD_DIM, batch, context, HEADS, KV_HEADS, true, KvType::F32),
         ),
         quant(DIM),
         matvec(DIM, DIM),
@@ -108,9 +108,9 @@ fn sites(n: usize) -> Result<Vec<Site>, String> {
 
 fn catalogue() -> Result<Catalogue, String> {
     let mut c = Catalogue::new();
-    c.register(q8_0::entry()).map_err(err)?;
-    c.register(q8_0::quantize::entry()).map_err(err)?;
-    c.register(attention::entry()).map_err(err)?;
+    c.register(weft_q8::entry()).map_err(err)?;
+    c.register(weft_q8::quantize::entry()).map_err(err)?;
+    c.register(weft_attention::entry()).map_err(err)?;
     c.register_all(weft_loopnest::entries()).map_err(err)?;
     Ok(c)
 }

@@ -41,12 +41,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use weft_kernel::{Host, MemberViews, Twin};
-use weft_kernels::q8_0::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
-use weft_kernels::q8_0::x64::TWINS;
-use weft_kernels::q8_0::{
+use weft_plan::Executor;
+use weft_q8::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
+use weft_q8::twin_x64::TWINS;
+use weft_q8::{
     quantize_activations, Q8Activations, Q8MatvecArgs, Q8Weights, BLOCK_BYTES, BLOCK_LEN,
 };
-use weft_plan::Executor;
 
 /// The shapes, `(rows, cols)`.
 const SHAPES: [(usize, usize); 5] = [
@@ -411,7 +411,7 @@ fn twins(
             .emit(&offer)
             .map_err(|e| format!("{}: {e}", twin.name()))?;
         // SAFETY: the q8_0.matvec twins are validated against the reference
-        // (crates/weft-kernels/src/q8_0/tests.rs): they honour the leaf ABI,
+        // (crates/weft-q8/src/tests.rs): they honour the leaf ABI,
         // read only the blocks the arguments name and write only their rows'
         // outputs.
         let k = unsafe { Q8MatvecKernel::from_native(&code) }

@@ -49,12 +49,12 @@ use std::hint::black_box;
 use std::process::{Command, Stdio};
 
 use weft_cost::{CostModel, MemoryLevel, Priced};
+use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
+use weft_elementwise::Func;
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Offer, Site, Twin};
-use weft_kernels::elementwise::arm::{ElementwiseArm, ElementwiseKernel};
-use weft_kernels::elementwise::Func;
-use weft_kernels::q8_0::arm::{Q8MatvecArm, Q8MatvecKernel};
-use weft_kernels::q8_0::x64::TWINS;
-use weft_kernels::q8_0::{quantize_activations, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN};
+use weft_q8::arm::{Q8MatvecArm, Q8MatvecKernel};
+use weft_q8::twin_x64::TWINS;
+use weft_q8::{quantize_activations, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN};
 use weft_x64::iced_x86::{
     Decoder, DecoderOptions, FlowControl, Formatter, FormatterOutput, FormatterTextKind,
     IntelFormatter,
@@ -314,7 +314,7 @@ fn q8_rows(
             }
             let code = twin.emit(&offer).map_err(|e| e.to_string())?;
             // SAFETY: the q8_0.matvec twins are validated against the
-            // reference and honour the leaf ABI (weft-kernels' q8_0 tests).
+            // reference and honour the leaf ABI (weft-q8's tests).
             let kernel =
                 unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
             let (priced, unscheduled) =
@@ -385,7 +385,7 @@ fn elementwise_rows(
                 unscheduled,
                 code,
             });
-            for twin in weft_kernels::elementwise::twins_of(arm.func()) {
+            for twin in weft_elementwise::twins_of(arm.func()) {
                 if twin.isa() != Isa::X86_64
                     || weft_kernel::require_features(host, twin.requires()).is_err()
                 {

@@ -24,9 +24,9 @@ use std::time::Instant;
 
 use rug::float::Round;
 use rug::Float;
-use weft_kernels::elementwise::arm::ElementwiseKernel;
-use weft_kernels::elementwise::reference::{exp_f32_path, Path};
-use weft_kernels::elementwise::Func;
+use weft_elementwise::arm::ElementwiseKernel;
+use weft_elementwise::reference::{exp_f32_path, Path};
+use weft_elementwise::Func;
 
 extern "C" {
     fn expf(x: f32) -> f32;

@@ -6,11 +6,11 @@
 use std::fmt::Write;
 
 use weft_cost::{CostModel, Priced, TableId};
+use weft_elementwise::arm::ElementwiseArm;
+use weft_elementwise::{twin_x64::x64_twins, Func};
 use weft_kernel::{Arm, Family, Geometry, Host, Site, Twin};
-use weft_kernels::elementwise::arm::ElementwiseArm;
-use weft_kernels::elementwise::{x64::x64_twins, Func};
-use weft_kernels::q8_0::arm::Q8MatvecArm;
-use weft_kernels::q8_0::x64::TWINS;
+use weft_q8::arm::Q8MatvecArm;
+use weft_q8::twin_x64::TWINS;
 
 fn render(p: &Priced) -> String {
     let mut s = String::new();

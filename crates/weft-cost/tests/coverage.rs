@@ -4,11 +4,11 @@
 //! from rows that were written for them.
 
 use weft_cost::{classify, Class, TableId};
+use weft_elementwise::arm::ElementwiseArm;
+use weft_elementwise::Func;
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Site, Twin};
-use weft_kernels::elementwise::arm::ElementwiseArm;
-use weft_kernels::elementwise::Func;
-use weft_kernels::q8_0::arm::Q8MatvecArm;
-use weft_kernels::q8_0::x64::TWINS;
+use weft_q8::arm::Q8MatvecArm;
+use weft_q8::twin_x64::TWINS;
 
 /// Every body of both families, for `isa`, with its name.
 fn bodies(isa: Isa) -> Vec<(String, NativeCode)> {
@@ -47,7 +47,7 @@ fn bodies(isa: Isa) -> Vec<(String, NativeCode)> {
         let site = Site::new(arm.family(), Geometry::new().with("len", 100));
         let offer = arm.offer(&site, &host).unwrap();
         arm_body(&mut out, arm.name(), arm.build(&offer, isa));
-        for t in weft_kernels::elementwise::twins_of(func) {
+        for t in weft_elementwise::twins_of(func) {
             if t.isa() == isa {
                 out.push((t.name().to_owned(), t.emit(&offer).unwrap()));
             }

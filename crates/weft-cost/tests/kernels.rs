@@ -4,11 +4,11 @@
 //! Cranelift's baseline features).
 
 use weft_cost::{CostModel, Priced, TableId};
+use weft_elementwise::arm::ElementwiseArm;
+use weft_elementwise::Func;
 use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Site, Twin};
-use weft_kernels::elementwise::arm::ElementwiseArm;
-use weft_kernels::elementwise::Func;
-use weft_kernels::q8_0::arm::Q8MatvecArm;
-use weft_kernels::q8_0::x64::TWINS;
+use weft_q8::arm::Q8MatvecArm;
+use weft_q8::twin_x64::TWINS;
 
 fn model(isa: Isa) -> CostModel {
     match isa {
@@ -84,7 +84,7 @@ fn every_elementwise_candidate_prices_at_lengths_with_and_without_tails() {
                 Err(e) => panic!("{} {isa:?}: {e}", arm.name()),
             })
             .collect();
-        let twins: Vec<(Box<dyn Twin>, NativeCode)> = weft_kernels::elementwise::twins_of(func)
+        let twins: Vec<(Box<dyn Twin>, NativeCode)> = weft_elementwise::twins_of(func)
             .into_iter()
             .map(|t| {
                 let code = t.emit(&first).unwrap();
@@ -126,7 +126,7 @@ fn exp_twins_skip_their_slow_path_and_price_below_the_arm() {
     let arm_price = price_x64(&arm_code, &arm.nest(&offer), &offer);
     // The arm's "any lane failed" branch is a rare-lanes test too.
     assert!(arm_price.rare_blocks >= 1);
-    for twin in weft_kernels::elementwise::twins_of(Func::Exp) {
+    for twin in weft_elementwise::twins_of(Func::Exp) {
         if twin.isa() != Isa::X86_64 {
             continue;
         }
@@ -177,7 +177,7 @@ fn a_dram_resident_matvec_is_priced_at_least_at_the_bandwidth_floor() {
 #[test]
 fn every_candidate_the_q8_0_family_registers_prices_with_its_nest() {
     let h = host();
-    let entry = weft_kernels::q8_0::entry();
+    let entry = weft_q8::entry();
     for (rows, cols, batch) in [(16u64, 1024u64, 1u64), (7, 480, 3)] {
         // Any bytes are valid Q8_0 weights; a fixed pattern keeps the test
         // deterministic.

@@ -33,7 +33,7 @@
 //! # Ok::<(), weft_gguf::GgufError>(())
 //! ```
 
-pub mod block;
+pub use weft_quant as block;
 mod convert;
 mod error;
 mod parse;

@@ -31,15 +31,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use weft_attention::{AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_kernel::{Family, KernelArgs, Refusal, Residency, Site};
-use weft_kernels::attention::{self, AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
-use weft_kernels::q8_0::quantize::{self, Q8QuantizeArgs};
-use weft_kernels::q8_0::{self, Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
 use weft_loopnest::{
     Add, AddArgs, Argmax, ArgmaxArgs, EmbedArgs, EmbedQ8_0, NestOp, RmsNorm, RmsNormArgs, Rope,
     RopeArgs, RopeTable, SiluMul, SiluMulArgs, Table,
 };
 use weft_plan::{Catalogue, CompiledPlan, Executor, Options, PlanError, Planner, SiteKernel};
+use weft_q8::quantize::{self, Q8QuantizeArgs};
+use weft_q8::{Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
 
 use crate::weights::{Q8Matrix, Weights};
 use crate::Config;
@@ -199,8 +199,8 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
     let weights = weight_residency(c, weft_host::host());
     let matvec = |rows: usize, cols: usize| {
         Site::new(
-            Family(q8_0::FAMILY),
-            q8_0::geometry(rows as u64, cols as u64, 1),
+            Family(weft_q8::FAMILY),
+            weft_q8::geometry(rows as u64, cols as u64, 1),
         )
         .with_residency(weights)
     };
@@ -216,7 +216,10 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
         matvec(kvd, d),
         matvec(kvd, d),
         nest(&ops.rope),
-        Site::new(Family(attention::FAMILY), attention_shape(c, lk).geometry()),
+        Site::new(
+            Family(weft_attention::FAMILY),
+            attention_shape(c, lk).geometry(),
+        ),
         quant(d),
         matvec(d, d),
         nest(&ops.add),
@@ -239,9 +242,9 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
 /// activation-quantiser families, fused attention, the generated kernels.
 pub fn catalogue() -> Result<Catalogue, PlanError> {
     let mut catalogue = Catalogue::new();
-    catalogue.register(q8_0::entry())?;
+    catalogue.register(weft_q8::entry())?;
     catalogue.register(quantize::entry())?;
-    catalogue.register(attention::entry())?;
+    catalogue.register(weft_attention::entry())?;
     for e in weft_loopnest::entries() {
         catalogue.register(e)?;
     }

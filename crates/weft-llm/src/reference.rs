@@ -8,8 +8,8 @@
 //! from it only by f32 rounding (and by rounding that crosses a Q8_0
 //! quantisation step, which the tolerance of the comparison test covers).
 
-use weft_kernels::q8_0::block::{f16_to_f32, quantize_row};
-use weft_kernels::q8_0::BLOCK_BYTES;
+use weft_q8::block::{f16_to_f32, quantize_row};
+use weft_q8::BLOCK_BYTES;
 
 use crate::weights::{Q8Matrix, Weights};
 

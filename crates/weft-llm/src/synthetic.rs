@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use weft_kernels::q8_0::block::f32_to_f16;
-use weft_kernels::q8_0::{BLOCK_BYTES, BLOCK_LEN};
+use weft_q8::block::f32_to_f16;
+use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
 use crate::weights::{Layer, Q8Matrix, Weights};
 use crate::Config;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use weft_kernels::q8_0::{BLOCK_BYTES, BLOCK_LEN};
+use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
 use crate::{Config, ModelError};
 

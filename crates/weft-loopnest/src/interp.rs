@@ -9,7 +9,7 @@
 //! correctly rounded reference. Every access is bounds-checked and an
 //! access outside a buffer is an [`IrError::OutOfBounds`], never a panic.
 
-use weft_kernels::elementwise::reference::exp_f32;
+use weft_libm::reference::exp_f32;
 
 use crate::ir::{
     f16_bits_to_f32, Affine, Binary, Elem, Expr, Extent, Fold, Guard, IrError, Kernel, Loop,

@@ -125,7 +125,7 @@ pub enum ParamKind {
     Index,
     /// An `f32` scalar (eps).
     F32,
-    /// A pointer that must be `weft_kernels::elementwise::ELEMENTWISE_TABLE`
+    /// A pointer that must be `weft_libm::ELEMENTWISE_TABLE`
     /// (exp reads its constants through it, so code needs no relocations).
     ExpTable,
 }

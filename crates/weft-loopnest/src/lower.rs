@@ -36,7 +36,7 @@ use cranelift_codegen::ir::{
     types, Block, ConstantData, Endianness, Function, InstBuilder, MemFlagsData, Type, Value,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use weft_kernels::elementwise::arm::{emit_exp_f32, emit_exp_f32x4};
+use weft_libm::clif::{emit_exp_f32, emit_exp_f32x4};
 use weft_managed::{ArmCode, ManagedError, Target};
 
 use crate::ir::{
@@ -949,7 +949,7 @@ mod tests {
     use crate::interp::{self, Arg, Buffer};
     use crate::ir::{Fold, Param, Storage};
     use weft_kernel::{Kernel as Placed, NativeCode};
-    use weft_kernels::arm_build::host_isa;
+    use weft_managed::arm_build::host_isa;
 
     /// The argument struct of the test kernels below.
     #[repr(C)]

@@ -7,12 +7,12 @@ use weft_kernel::{
     Arm, Family, Feature, Geometry, Host, Isa, Judged, Kernel, KernelArgs, NativeCode, Offer,
     Refusal, Site, Twin,
 };
-use weft_kernels::arm_build::host_isa;
 use weft_loopnest::ops::embed::Table;
 use weft_loopnest::{
     entries, Add, AddArgs, EmbedArgs, EmbedQ8_0, NestOp, RmsNorm, RmsNormArgs, Rope, RopeArgs,
     RopeTable, SiluMul, SiluMulArgs,
 };
+use weft_managed::arm_build::host_isa;
 use weft_managed::Target;
 
 fn host() -> Host {

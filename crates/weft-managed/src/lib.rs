@@ -20,6 +20,8 @@
 //!   arithmetic on aarch64) is contained with `catch_unwind` under a quiet
 //!   panic hook and returned as [`ManagedError::CodegenPanicked`].
 
+pub mod arm_build;
+
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::panic::{self, AssertUnwindSafe};

@@ -19,9 +19,9 @@ use std::error::Error;
 use std::io::Write;
 
 use weft_kernel::{Family, Host, Site};
-use weft_kernels::q8_0::quantize::{self, Q8QuantizeArgs};
-use weft_kernels::q8_0::{self, Q8Activations, Q8MatvecArgs, Q8Weights};
 use weft_plan::{Catalogue, Executor, Kind, Options, Planner};
+use weft_q8::quantize::{self, Q8QuantizeArgs};
+use weft_q8::{Q8Activations, Q8MatvecArgs, Q8Weights};
 
 /// What a run computed and chose.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ pub fn run(
     //    the planner keeps what this host can run.
     let mut catalogue = Catalogue::new();
     catalogue.register(quantize::entry())?;
-    catalogue.register(q8_0::entry())?;
+    catalogue.register(weft_q8::entry())?;
 
     // 2. The sites, in the order the kernels run.
     let sites = [
@@ -71,8 +71,8 @@ pub fn run(
             quantize::geometry(cols as u64, batch as u64),
         ),
         Site::new(
-            Family(q8_0::FAMILY),
-            q8_0::geometry(rows as u64, cols as u64, batch as u64),
+            Family(weft_q8::FAMILY),
+            weft_q8::geometry(rows as u64, cols as u64, batch as u64),
         ),
     ];
 
@@ -93,8 +93,8 @@ pub fn run(
     let exec = Executor::new(threads);
 
     let quantise = plan.kernel::<Q8QuantizeArgs>(0)?;
-    let blocks = batch * cols / q8_0::BLOCK_LEN;
-    let mut xq = vec![0u8; blocks * q8_0::BLOCK_BYTES];
+    let blocks = batch * cols / weft_q8::BLOCK_LEN;
+    let mut xq = vec![0u8; blocks * weft_q8::BLOCK_BYTES];
     let args = Q8QuantizeArgs::new(&x, &mut xq, cols, batch, 0..blocks)?;
     // SAFETY: `args` was checked against `x` and `xq`, both live and
     // untouched until the call returns.
@@ -114,7 +114,7 @@ pub fn run(
         return Err("the quantised activations differ from the scalar quantiser".into());
     }
     let mut want_y = vec![0.0f32; batch * rows];
-    q8_0::reference::matvec(&w, &xq, &mut want_y, 0..rows);
+    weft_q8::reference::matvec(&w, &xq, &mut want_y, 0..rows);
     if let Some(i) = (0..y.len()).find(|&i| y[i].to_bits() != want_y[i].to_bits()) {
         return Err(format!(
             "y[{i}] = {:e} ({:#010x}), the scalar reference gives {:e} ({:#010x})",

@@ -32,15 +32,15 @@
 //! use weft_plan::{Catalogue, Executor, Options, Planner};
 //! # fn main() -> Result<(), weft_plan::PlanError> {
 //! let mut catalogue = Catalogue::new();
-//! catalogue.register(weft_kernels::q8_0::entry())?;
+//! catalogue.register(weft_q8::entry())?;
 //! let mut planner = Planner::for_host(catalogue, weft_host::Host::detect(), Options::from_env()?);
 //! let site = weft_kernel::Site::new(
 //!     weft_kernel::Family("q8_0.matvec"),
-//!     weft_kernels::q8_0::geometry(576, 576, 1),
+//!     weft_q8::geometry(576, 576, 1),
 //! );
 //! let plan = planner.compile(&[site])?;
 //! println!("{}", plan.report());
-//! let matvec = plan.kernel::<weft_kernels::q8_0::Q8MatvecArgs>(0)?;
+//! let matvec = plan.kernel::<weft_q8::Q8MatvecArgs>(0)?;
 //! let exec = Executor::new(2);
 //! # let _ = (matvec, exec);
 //! # Ok(()) }

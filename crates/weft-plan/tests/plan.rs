@@ -8,13 +8,13 @@ use weft_kernel::{
     Arm, ArmEntry, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel,
     Refusal, Residency, Site, Twin,
 };
-use weft_kernels::q8_0::arm::Q8MatvecArm;
-use weft_kernels::q8_0::validation::{random_activations, random_weights, Q8Bench, Q8Validation};
-use weft_kernels::q8_0::{self, Q8MatvecArgs};
 use weft_plan::{
     CacheLocation, Catalogue, EmitMode, Executor, Kind, Options, PlanError, Planner, Pricer, Rule,
     VerdictReport,
 };
+use weft_q8::arm::Q8MatvecArm;
+use weft_q8::validation::{random_activations, random_weights, Q8Bench, Q8Validation};
+use weft_q8::Q8MatvecArgs;
 use weft_validate::Checker;
 
 /// A deterministic stand-in for the cost model: a body costs what its
@@ -100,12 +100,12 @@ unsafe impl Twin for Lazy {
 /// (the rows2 arm's twins need a site with weights to pack).
 fn f32x4_twins() -> Vec<Arc<dyn Twin>> {
     // The family registers the f32x4 arm first.
-    q8_0::entry().arms[0].twins.clone()
+    weft_q8::entry().arms[0].twins.clone()
 }
 
 fn entry_with(twins: Vec<Arc<dyn Twin>>) -> FamilyEntry {
     FamilyEntry {
-        family: Family(q8_0::FAMILY),
+        family: Family(weft_q8::FAMILY),
         arms: vec![ArmEntry::new(
             Arc::new(Q8MatvecArm),
             twins,
@@ -124,7 +124,7 @@ fn catalogue(twins: Vec<Arc<dyn Twin>>) -> Catalogue {
 fn sites() -> Vec<Site> {
     [(64u64, 128u64, 1u64), (37, 96, 2), (576, 576, 1)]
         .into_iter()
-        .map(|(r, c, b)| Site::new(Family(q8_0::FAMILY), q8_0::geometry(r, c, b)))
+        .map(|(r, c, b)| Site::new(Family(weft_q8::FAMILY), weft_q8::geometry(r, c, b)))
         .collect()
 }
 
@@ -174,7 +174,7 @@ fn exact_tie_keeps_the_shipped_arm() {
             "{copy:?}"
         );
         assert_eq!(s.rule, Rule::ExactTie, "{}", plan.report());
-        assert_eq!(s.chosen, q8_0::arm::ARM_NAME);
+        assert_eq!(s.chosen, weft_q8::arm::ARM_NAME);
     }
     assert!(plan.sites().iter().all(|s| s.kind == Kind::Arm));
 }
@@ -264,7 +264,7 @@ fn strict_mode_stops_on_a_mismatch_and_on_mode_refuses_the_twin() {
         .compile(&sites())
         .expect("on mode compiles");
     for s in &plan.report().sites {
-        assert_eq!(s.chosen, q8_0::arm::ARM_NAME);
+        assert_eq!(s.chosen, weft_q8::arm::ARM_NAME);
         let lazy = s
             .candidates
             .iter()
@@ -430,7 +430,10 @@ fn real_twins_race_the_arm_when_the_model_cannot_separate_them() {
             },
         )
     };
-    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(256, 512, 1))];
+    let site = vec![Site::new(
+        Family(weft_q8::FAMILY),
+        weft_q8::geometry(256, 512, 1),
+    )];
     let first = make().compile(&site).expect("compile");
     assert_eq!(first.report().cache.races, 1, "{}", first.report());
     let s = &first.report().sites[0];
@@ -512,8 +515,8 @@ fn twins_tied_exactly_below_the_arm_race_and_streamed_races_are_kept_apart() {
         pricer.clone(),
         racing_options(),
     );
-    let g = q8_0::geometry(64, 256, 1);
-    let cached = Site::new(Family(q8_0::FAMILY), g.clone());
+    let g = weft_q8::geometry(64, 256, 1);
+    let cached = Site::new(Family(weft_q8::FAMILY), g.clone());
     let streamed = cached.clone().with_residency(Residency::Streamed);
     let plan = p.compile(&[cached, streamed]).expect("compile");
     let report = plan.report();
@@ -523,7 +526,7 @@ fn twins_tied_exactly_below_the_arm_race_and_streamed_races_are_kept_apart() {
     assert_eq!(report.cache.races, 2 * (n - 1), "{report}");
     for s in &report.sites {
         assert!(matches!(s.rule, Rule::Race | Rule::ExactTie), "{report}");
-        assert_ne!(s.chosen, q8_0::arm::ARM_NAME, "{report}");
+        assert_ne!(s.chosen, weft_q8::arm::ARM_NAME, "{report}");
         assert!(s.candidates.iter().filter(|c| c.race.is_some()).count() >= 2);
     }
     assert_eq!(report.sites[1].residency, Residency::Streamed);
@@ -545,7 +548,10 @@ fn candidates_race_when_the_arm_cannot_be_priced() {
         Arc::new(NoPricer),
         racing_options(),
     );
-    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(256, 512, 1))];
+    let site = vec![Site::new(
+        Family(weft_q8::FAMILY),
+        weft_q8::geometry(256, 512, 1),
+    )];
     let plan = p.compile(&site).expect("compile");
     let s = &plan.report().sites[0];
     if !runnable {
@@ -575,8 +581,8 @@ fn threaded_execution_is_bit_identical_to_one_thread() {
     );
     let (rows, blocks, batch) = (301usize, 13usize, 3usize);
     let site = Site::new(
-        Family(q8_0::FAMILY),
-        q8_0::geometry(rows as u64, blocks as u64 * 32, batch as u64),
+        Family(weft_q8::FAMILY),
+        weft_q8::geometry(rows as u64, blocks as u64 * 32, batch as u64),
     );
     let plan = p.compile(&[site]).expect("compile");
     let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
@@ -611,13 +617,16 @@ fn bad_requests_are_named_errors() {
         .expect_err("unknown");
     assert_eq!(e.name(), "unknown-family");
     let e = p
-        .compile(&[Site::new(Family(q8_0::FAMILY), q8_0::geometry(4, 33, 1))])
+        .compile(&[Site::new(
+            Family(weft_q8::FAMILY),
+            weft_q8::geometry(4, 33, 1),
+        )])
         .expect_err("bad geometry");
     assert_eq!(e.name(), "no-candidate");
     assert!(e.to_string().contains("unsupported-geometry"), "{e}");
     let plan = p.compile(&sites()).expect("compile");
     assert_eq!(
-        plan.kernel::<weft_kernels::elementwise::ElementwiseArgs>(0)
+        plan.kernel::<weft_elementwise::ElementwiseArgs>(0)
             .expect_err("wrong args")
             .name(),
         "wrong-args"
@@ -658,7 +667,7 @@ fn real_options(cache: CacheLocation) -> Options {
 fn real_sites() -> Vec<Site> {
     [(576u64, 576u64, 1u64), (1536, 576, 1)]
         .into_iter()
-        .map(|(r, c, b)| Site::new(Family(q8_0::FAMILY), q8_0::geometry(r, c, b)))
+        .map(|(r, c, b)| Site::new(Family(weft_q8::FAMILY), weft_q8::geometry(r, c, b)))
         .collect()
 }
 
@@ -666,8 +675,8 @@ fn real_sites() -> Vec<Site> {
 fn run_matvec(
     k: &weft_plan::SiteKernel<Q8MatvecArgs>,
     exec: &Executor,
-    w: &q8_0::Q8Weights,
-    x: &q8_0::Q8Activations,
+    w: &weft_q8::Q8Weights,
+    x: &weft_q8::Q8Activations,
 ) -> Vec<u32> {
     let mut y = vec![f32::NAN; w.rows() * x.batch()];
     let args = Q8MatvecArgs::new(w, x, &mut y, 0..w.rows()).expect("args");
@@ -685,7 +694,7 @@ fn real_pricer_prices_every_candidate_and_the_choice_runs_like_the_arm() {
     let model = format!("{:?}", weft_cost::CostModel::for_host(&host).model());
     let full = {
         let mut c = Catalogue::new();
-        c.register(q8_0::entry()).expect("register");
+        c.register(weft_q8::entry()).expect("register");
         c
     };
     let sites = real_sites();
@@ -747,18 +756,18 @@ fn real_pricer_prices_every_candidate_and_the_choice_runs_like_the_arm() {
         let cheapest = s
             .candidates
             .iter()
-            .filter(|c| c.arm.as_deref().is_none_or(|a| a == q8_0::arm::ARM_NAME))
+            .filter(|c| c.arm.as_deref().is_none_or(|a| a == weft_q8::arm::ARM_NAME))
             .filter_map(price_of)
             .fold(f64::INFINITY, f64::min);
         match &site.kind {
             Kind::Twin { arm } => {
-                assert_eq!(arm, q8_0::arm::ARM_NAME);
+                assert_eq!(arm, weft_q8::arm::ARM_NAME);
                 assert!(
                     matches!(chosen.verdict, VerdictReport::Validated { .. }),
                     "{chosen:?}"
                 );
             }
-            Kind::Arm => assert_eq!(site.candidate, q8_0::arm::ARM_NAME),
+            Kind::Arm => assert_eq!(site.candidate, weft_q8::arm::ARM_NAME),
         }
         // The choice is the cheapest, unless a race (run now) overruled a
         // price too close to call.
@@ -776,7 +785,7 @@ fn real_pricer_prices_every_candidate_and_the_choice_runs_like_the_arm() {
         // The arm-only plan chose the same offer: numerics never depend
         // on the twins.
         assert_eq!(arms_only.sites()[i].contract, site.contract);
-        assert_eq!(arms_only.sites()[i].candidate, q8_0::arm::ARM_NAME);
+        assert_eq!(arms_only.sites()[i].candidate, weft_q8::arm::ARM_NAME);
 
         // Run: the chosen body on 1 and 2 threads, bit for bit the arm's.
         let g = &site.geometry;
@@ -810,8 +819,8 @@ fn warm_plan_reads_every_body_and_equals_the_cold_plan() {
     let path = dir.path().join("plan.bin");
     let make = |cache_bodies: bool| {
         let mut c = Catalogue::new();
-        c.register(q8_0::entry()).expect("register");
-        c.register(q8_0::quantize::entry()).expect("register");
+        c.register(weft_q8::entry()).expect("register");
+        c.register(weft_q8::quantize::entry()).expect("register");
         Planner::for_host(
             c,
             Host::detect(),
@@ -822,10 +831,10 @@ fn warm_plan_reads_every_body_and_equals_the_cold_plan() {
         )
     };
     let sites = vec![
-        Site::new(Family(q8_0::FAMILY), q8_0::geometry(192, 576, 2)),
+        Site::new(Family(weft_q8::FAMILY), weft_q8::geometry(192, 576, 2)),
         Site::new(
-            Family(q8_0::quantize::FAMILY),
-            q8_0::quantize::geometry(576, 2),
+            Family(weft_q8::quantize::FAMILY),
+            weft_q8::quantize::geometry(576, 2),
         ),
     ];
     let cold = make(true).compile(&sites).expect("cold");
@@ -884,7 +893,10 @@ unsafe impl Twin for Fickle {
 
 #[test]
 fn a_twin_is_judged_on_the_bytes_that_run() {
-    let site = vec![Site::new(Family(q8_0::FAMILY), q8_0::geometry(64, 128, 1))];
+    let site = vec![Site::new(
+        Family(weft_q8::FAMILY),
+        weft_q8::geometry(64, 128, 1),
+    )];
     for right_first in [false, true] {
         let fickle = Arc::new(Fickle {
             right_first,

@@ -40,6 +40,7 @@
 //! twins for a contract honour the leaf ABI for its struct.
 
 mod inputs;
+pub mod testing;
 mod unary;
 
 use weft_kernel::{Checked, Host, Judged, Kernel, NanRule, NativeCode, Offer, Refusal, TwinCheck};

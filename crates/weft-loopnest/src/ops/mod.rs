@@ -25,7 +25,7 @@ use weft_kernel::{
     Arm, Contract, Family, FamilyEntry, Geometry, Host, Isa, Kernel, KernelArgs, MemberViews,
     NativeCode, Offer, Refusal, Site,
 };
-use weft_kernels::arm_build::{build_native, host_isa};
+use weft_managed::arm_build::{build_native, host_isa};
 use weft_managed::ManagedError;
 
 use crate::interp::Arg;

@@ -21,7 +21,7 @@ use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
     ReductionOrder, Refusal,
 };
-use weft_kernels::elementwise::ELEMENTWISE_TABLE;
+use weft_libm::ELEMENTWISE_TABLE;
 
 use super::{bad, check_range, dim, interpret, NestOp, Placed, MAX_EXTENT};
 use crate::interp::{Arg, Buffer};
@@ -263,7 +263,7 @@ unsafe impl NestOp for SiluMul {
                 fma: FmaUse::Never,
                 nan: NanRule::ByClass,
                 notes: "h = (g / (1 + exp(-g))) * u; exp correctly rounded \
-                        (weft_kernels::elementwise)"
+                        (weft_elementwise)"
                     .to_owned(),
             },
             aliasing: Aliasing::disjoint().may_equal("g", "h"),
@@ -386,7 +386,7 @@ mod tests {
 
     #[test]
     fn interpreter_follows_the_written_contract() {
-        use weft_kernels::elementwise::reference::exp_f32;
+        use weft_libm::reference::exp_f32;
         let g = [
             0.0f32,
             -0.0,

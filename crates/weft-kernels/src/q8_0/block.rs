@@ -1,5 +1,0 @@
-//! The Q8_0 block format and its quantiser now live in `weft-gguf`, beside
-//! the other GGUF block formats; this module re-exports them so paths under
-//! `weft_kernels::q8_0::block` keep working.
-
-pub use weft_gguf::block::q8_0::*;
