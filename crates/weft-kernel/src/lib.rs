@@ -688,6 +688,10 @@ pub struct Site {
     pub operands: Vec<Operand>,
     /// Where the site's data is when it is called.
     pub residency: Residency,
+    /// What the caller calls this site (`blk.*.attn_q`); empty if unnamed.
+    /// The plan keeps it beside the site's choice, so reports and
+    /// explanations name sites without a table of their own.
+    pub label: String,
 }
 
 impl Site {
@@ -698,6 +702,22 @@ impl Site {
             geometry,
             operands: Vec::new(),
             residency: Residency::Cached,
+            label: String::new(),
+        }
+    }
+
+    /// This site called `label` by its caller.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// The site's label, or its family's name if it has none.
+    pub fn label(&self) -> &str {
+        if self.label.is_empty() {
+            self.family.name()
+        } else {
+            &self.label
         }
     }
 
