@@ -1,67 +1,41 @@
 //! `weft explain SITE`: the site's arm and its twin (the chosen one, or the
-//! cheapest validated one when the arm was kept), each priced by weft-cost
-//! with its loop breakdown, and their listings side by side.
+//! cheapest validated one when the arm was kept), each with the price
+//! breakdown the plan chose by and the listing of the bytes it judged, side
+//! by side. Everything shown is read from the compiled plan: nothing is
+//! built, emitted or priced again, so the cycles here are the plan's.
 
-use weft_cost::{CostModel, Priced};
-use weft_host::Host;
-use weft_kernel::{Family, NativeCode};
-use weft_llm::engine::{self, SITE_NAMES};
-use weft_plan::{Kind, PriceReport, VerdictReport};
+use weft_cost::Priced;
+use weft_plan::{Candidate, CompiledPlan, Kind, PlanError, PriceReport, VerdictReport};
 
 use crate::{compile, config, emit, ExplainArgs};
 
-/// The plan index of `site`: an index, a full name, or a unique suffix.
-fn resolve(site: &str) -> Result<usize, String> {
-    if let Ok(i) = site.parse::<usize>() {
-        return if i < SITE_NAMES.len() {
-            Ok(i)
-        } else {
-            Err(format!(
-                "no-such-site: the plan has {} sites (0..{})",
-                SITE_NAMES.len(),
-                SITE_NAMES.len()
-            ))
-        };
+/// A candidate's summary, its price breakdown and its listing, one line each.
+fn describe(c: &Candidate) -> Vec<String> {
+    let Some(code) = &c.code else {
+        return vec![format!("{} (no body)", c.name)];
+    };
+    let mut v = vec![format!("{} ({} bytes)", c.name, code.bytes.len())];
+    match &c.priced {
+        Some(Ok(p)) => v.extend(price_lines(p)),
+        Some(Err(e)) => v.push(format!("unpriced: {e}")),
+        None => v.push("not priced".to_owned()),
     }
-    if let Some(i) = SITE_NAMES.iter().position(|n| *n == site) {
-        return Ok(i);
-    }
-    let hits: Vec<usize> = (0..SITE_NAMES.len())
-        .filter(|&i| SITE_NAMES[i].ends_with(site))
-        .collect();
-    match hits.as_slice() {
-        [one] => Ok(*one),
-        [] => Err(format!(
-            "no-such-site: {site:?} names no site; the sites are {}",
-            SITE_NAMES.join(", ")
-        )),
-        many => Err(format!(
-            "ambiguous-site: {site:?} matches {}",
-            many.iter()
-                .map(|&i| SITE_NAMES[i])
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
+    v.push(String::new());
+    v.extend(weft_managed::listing(code).lines().map(str::to_owned));
+    v
 }
 
-/// A price's summary and its loops, one line each.
-fn describe(name: &str, code: &NativeCode, priced: &Result<Priced, String>) -> Vec<String> {
-    let mut v = vec![format!("{name} ({} bytes)", code.bytes.len())];
-    match priced {
-        Ok(p) => {
-            v.push(format!(
-                "price {:.0} cycles (model {:.0}, roofline floor {:.0}, {:?}, {:?} resident), {:.0} instructions",
-                p.price.cycles, p.model_cycles, p.price.floor, p.price.model, p.level, p.instructions
-            ));
-            for l in &p.loops {
-                v.push(format!(
-                    "  loop {:<12} depth {} × {:<6} {:>8.2} cyc/iter ({:?}) = {:.0}",
-                    l.name, l.depth, l.trips, l.cycles_per_iteration, l.bound, l.cycles
-                ));
-            }
-        }
-        Err(e) => v.push(format!("unpriced: {e}")),
+/// The price line and one line per loop.
+fn price_lines(p: &Priced) -> Vec<String> {
+    let mut v = vec![format!(
+        "price {:.0} cycles (model {:.0}, roofline floor {:.0}, {:?}, {:?} resident), {:.0} instructions",
+        p.price.cycles, p.model_cycles, p.price.floor, p.price.model, p.level, p.instructions
+    )];
+    for l in &p.loops {
+        v.push(format!(
+            "  loop {:<12} depth {} × {:<6} {:>8.2} cyc/iter ({:?}) = {:.0}",
+            l.name, l.depth, l.trips, l.cycles_per_iteration, l.bound, l.cycles
+        ));
     }
     v
 }
@@ -86,42 +60,27 @@ fn side_by_side(left: &[String], right: &[String], width: usize) -> String {
     out
 }
 
-pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
-    let index = resolve(&a.site)?;
-    let c = config(&a.model)?;
-    let plan = compile(&c)?;
+/// The explanation of the site `site` names in `plan`.
+pub(crate) fn explain_text(
+    plan: &CompiledPlan,
+    site: &str,
+    width: usize,
+) -> Result<String, PlanError> {
+    let index = plan.resolve(site)?;
+    let s = &plan.sites()[index];
     let report = &plan.report().sites[index];
-    let chosen = &plan.sites()[index];
-    let host = Host::detect();
-    let sites = engine::sites(&c).map_err(|e| e.to_string())?;
-    let catalogue = engine::catalogue().map_err(|e| e.to_string())?;
-    let entry = catalogue
-        .family(Family(chosen.family))
-        .ok_or_else(|| format!("unknown-family: {}", chosen.family))?;
-    let arm_name = match &chosen.kind {
-        Kind::Arm => chosen.candidate.to_owned(),
-        Kind::Twin { arm } => arm.clone(),
+    let arm_name = match &s.kind {
+        Kind::Arm => s.candidate,
+        Kind::Twin { arm } => arm.as_str(),
     };
-    let arm_entry = entry
-        .arms
-        .iter()
-        .find(|x| x.arm.name() == arm_name)
-        .ok_or_else(|| format!("unknown-arm: {arm_name}"))?;
-    let arm = &arm_entry.arm;
-    let offer = arm
-        .offer(&sites[index], &host)
-        .map_err(|r| format!("{}: {r}", r.name()))?;
-    let arm_code = arm
-        .build(&offer, host.isa)
-        .map_err(|r| format!("{}: {r}", r.name()))?;
     // The twin shown: the chosen one, else the cheapest validated twin of
     // the arm kept.
-    let twin_name = match &chosen.kind {
-        Kind::Twin { .. } => Some(chosen.candidate.to_owned()),
+    let twin_name = match &s.kind {
+        Kind::Twin { .. } => Some(s.candidate.to_owned()),
         Kind::Arm => report
             .candidates
             .iter()
-            .filter(|x| x.arm.as_deref() == Some(arm_name.as_str()))
+            .filter(|x| x.arm.as_deref() == Some(arm_name))
             .filter(|x| matches!(x.verdict, VerdictReport::Validated { .. }))
             .filter_map(|x| match x.price {
                 Some(PriceReport::Priced { cycles, .. }) => Some((cycles, x.name.clone())),
@@ -130,67 +89,97 @@ pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, n)| n),
     };
-
-    let mut text = format!(
-        "site {index} {} — {} [{}]\nchose {}: {}\n\n",
-        SITE_NAMES[index], report.family, report.geometry, report.chosen, report.reason
-    );
-    let model = CostModel::for_host(&host);
-    let price = |code: &NativeCode, nest: &[weft_kernel::LoopTrip]| {
-        model
-            .price(code, nest, &offer)
-            .map_err(|e| format!("{}: {e}", e.name()))
+    let missing = |name: &str| PlanError::Internal {
+        what: if name == arm_name {
+            "the plan lost its chosen arm"
+        } else {
+            "the plan lost a validated twin"
+        },
     };
-    let arch = weft_managed::Arch::host().ok_or("unsupported-host: no listing for this ISA")?;
-    let mut left = describe(&arm_name, &arm_code, &price(&arm_code, &arm.nest(&offer)));
-    left.push(String::new());
-    left.extend(
-        weft_managed::listing(arch, &arm_code.bytes)
-            .lines()
-            .map(str::to_owned),
+    let mut text = format!(
+        "site {index} {} — {} [{}]\nchose {} ({:?}): {}\n\n",
+        s.label, report.family, report.geometry, report.chosen, report.rule, report.reason
     );
-    let mut right = Vec::new();
-    match twin_name {
-        Some(name) => {
-            let twin = arm_entry
-                .twins
-                .iter()
-                .find(|t| t.name() == name.as_str())
-                .ok_or_else(|| format!("unknown-twin: {name}"))?;
-            let code = twin
-                .emit(&offer)
-                .map_err(|r| format!("{}: {r}", r.name()))?;
-            right.extend(describe(&name, &code, &price(&code, &twin.nest(&offer))));
-            right.push(String::new());
-            right.extend(
-                weft_managed::listing(arch, &code.bytes)
-                    .lines()
-                    .map(str::to_owned),
-            );
-        }
-        None => right.push("no validated twin for this site on this host".to_owned()),
-    }
-    text.push_str(&side_by_side(&left, &right, a.width));
+    let left = describe(s.candidate(arm_name).ok_or_else(|| missing(arm_name))?);
+    let right = match twin_name {
+        Some(name) => describe(s.candidate(&name).ok_or_else(|| missing(&name))?),
+        None => vec!["no validated twin for this site on this host".to_owned()],
+    };
+    text.push_str(&side_by_side(&left, &right, width));
+    Ok(text)
+}
+
+pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
+    let c = config(&a.model)?;
+    let plan = compile(&c)?;
+    let text = explain_text(&plan, &a.site, a.width).map_err(|e| e.to_string())?;
     emit(&text)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use weft_llm::{engine, Config};
+    use weft_plan::{CacheLocation, Options, PriceReport};
 
-    #[test]
-    fn sites_resolve_by_index_full_name_and_unique_suffix() {
-        assert_eq!(resolve("3"), Ok(3));
-        assert_eq!(resolve("blk.*.attn_q"), Ok(3));
-        assert_eq!(resolve("attn_q"), Ok(3));
-        assert_eq!(resolve("argmax"), Ok(22));
+    use super::explain_text;
+
+    /// A model small enough to plan in a test, shaped like SmolLM2.
+    fn small() -> Config {
+        Config {
+            dim: 128,
+            hidden: 256,
+            layers: 1,
+            heads: 4,
+            kv_heads: 2,
+            vocab: 512,
+            rope_dims: 32,
+            max_seq: 64,
+            ..Config::smollm2_135m()
+        }
+    }
+
+    fn plan() -> weft_plan::CompiledPlan {
+        let options = Options {
+            cache: CacheLocation::InMemory,
+            ..Options::default()
+        };
+        engine::compile_plan(&small(), options, &mut |_, _| {}).expect("the plan compiles")
     }
 
     #[test]
-    fn unknown_out_of_range_and_ambiguous_sites_are_named_errors() {
-        assert!(resolve("99").unwrap_err().starts_with("no-such-site"));
-        assert!(resolve("attn_zz").unwrap_err().starts_with("no-such-site"));
-        // `q8` ends several site names.
-        assert!(resolve("q8").unwrap_err().starts_with("ambiguous-site"));
+    fn explain_prints_the_cycles_the_plan_chose_by() {
+        let plan = plan();
+        for site in ["attn_q", "attention", "argmax", "ffn_norm.q8"] {
+            let index = plan.resolve(site).expect("the site resolves");
+            let report = &plan.report().sites[index];
+            let chosen = report
+                .candidates
+                .iter()
+                .find(|c| c.name == report.chosen)
+                .expect("the chosen candidate is reported");
+            let text = explain_text(&plan, site, 100).expect("explain");
+            assert!(text.contains(&format!("chose {}", report.chosen)), "{text}");
+            match &chosen.price {
+                Some(PriceReport::Priced { cycles, .. }) => {
+                    let line = format!("price {cycles:.0} cycles");
+                    assert!(text.contains(&line), "{site}: {line} not in\n{text}");
+                }
+                other => assert!(text.contains("unpriced"), "{site}: {other:?}\n{text}"),
+            }
+        }
+    }
+
+    #[test]
+    fn sites_resolve_by_index_full_label_and_unique_suffix() {
+        let plan = plan();
+        let q = plan.resolve("blk.*.attn_q").expect("full label");
+        assert_eq!(plan.resolve("attn_q").expect("suffix"), q);
+        assert_eq!(plan.resolve(&q.to_string()).expect("index"), q);
+        assert_eq!(plan.sites()[q].label, "blk.*.attn_q");
+        let e = |s: &str| plan.resolve(s).expect_err(s).name();
+        assert_eq!(e("99"), "no-such-site");
+        assert_eq!(e("attn_zz"), "unknown-site");
+        // `q8` ends several labels.
+        assert_eq!(e("q8"), "ambiguous-site");
     }
 }

@@ -316,34 +316,14 @@ fn run(a: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The report's text with each site's name after its index.
-fn named_report(plan: &CompiledPlan) -> String {
-    let text = plan.report().to_string();
-    let mut out = String::with_capacity(text.len() + 1024);
-    for line in text.lines() {
-        let named = line.strip_prefix("site ").and_then(|rest| {
-            let (index, tail) = rest.split_once(' ')?;
-            let name = SITE_NAMES.get(index.parse::<usize>().ok()?)?;
-            Some(format!("site {index} {name}: {tail}"))
-        });
-        out.push_str(named.as_deref().unwrap_or(line));
-        out.push('\n');
-    }
-    out
-}
-
 fn plan(a: PlanArgs) -> Result<(), String> {
     let c = config(&a.model)?;
     let plan = compile(&c)?;
     if a.json {
-        let value = serde_json::json!({
-            "site_names": SITE_NAMES,
-            "report": plan.report(),
-        });
-        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(plan.report()).map_err(|e| e.to_string())?;
         emit(&format!("{text}\n"))
     } else {
-        emit(&named_report(&plan))
+        emit(&plan.report().to_string())
     }
 }
 

@@ -249,6 +249,24 @@ pub struct Priced {
     pub table: Option<String>,
 }
 
+impl Priced {
+    /// A bare `price` with no breakdown (no loops, no instruction counts),
+    /// for pricers that know only a total.
+    pub fn total(price: Price) -> Priced {
+        Priced {
+            price,
+            model_cycles: price.cycles,
+            loops: Vec::new(),
+            outside_loops: price.cycles,
+            instructions: 0.0,
+            unknown_instructions: 0,
+            rare_blocks: 0,
+            level: MemoryLevel::L1,
+            table: None,
+        }
+    }
+}
+
 /// The roofline of one host: peak arithmetic and bandwidth per level.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {

@@ -502,6 +502,21 @@ pub enum Refusal {
         /// The family's name.
         family: String,
     },
+    /// Two bodies were to race, but the arm they serve registered no bench.
+    #[error("no-bench: {arm} registered no bench, so its bodies cannot race")]
+    NoBench {
+        /// The arm.
+        arm: String,
+    },
+    /// Two bodies were to race that take different operands (argument
+    /// struct or packed layouts), so no one bench can run both.
+    #[error("race-operands-differ: {a} and {b} take different operands")]
+    RaceOperandsDiffer {
+        /// One body.
+        a: String,
+        /// The other.
+        b: String,
+    },
 }
 
 impl Refusal {
@@ -524,6 +539,8 @@ impl Refusal {
             Refusal::NativeEmitOff => "native-emit-off",
             Refusal::NoSavedVerdict { .. } => "no-saved-verdict",
             Refusal::NoChecker { .. } => "no-checker",
+            Refusal::NoBench { .. } => "no-bench",
+            Refusal::RaceOperandsDiffer { .. } => "race-operands-differ",
         }
     }
 }
@@ -1047,6 +1064,11 @@ mod tests {
                 candidate: "t".into(),
             },
             Refusal::NoChecker { family: "f".into() },
+            Refusal::NoBench { arm: "a".into() },
+            Refusal::RaceOperandsDiffer {
+                a: "a".into(),
+                b: "b".into(),
+            },
         ];
         for r in all {
             assert!(r.to_string().starts_with(r.name()), "{r}");

@@ -300,7 +300,7 @@ impl Target {
                 count: calls,
             });
         }
-        let listing = listing(self.arch, &bytes);
+        let listing = listing_of(self.arch, &bytes);
         Ok(ArmCode {
             arch: self.arch,
             name,
@@ -362,9 +362,24 @@ impl PlacedArm {
     }
 }
 
-/// Disassemble `bytes` for `arch`: one instruction a line, offset first.
-pub fn listing(arch: Arch, bytes: &[u8]) -> String {
+/// The listing of `code`: one instruction a line as `offset  bytes  text`
+/// (offset in hex, the instruction's bytes in memory order, then the
+/// instruction) — the one format for arms and twins on both ISAs.
+pub fn listing(code: &weft_kernel::NativeCode) -> String {
+    match code.isa {
+        weft_kernel::Isa::X86_64 => listing_of(Arch::X86_64, &code.bytes),
+        weft_kernel::Isa::Aarch64 => listing_of(Arch::Aarch64, &code.bytes),
+        weft_kernel::Isa::Other => String::new(),
+    }
+}
+
+/// [`listing`] of raw `bytes` for `arch`.
+pub fn listing_of(arch: Arch, bytes: &[u8]) -> String {
     let mut out = String::new();
+    let mut line = |offset: usize, raw: &[u8], text: &str| {
+        let hex: Vec<String> = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = writeln!(out, "{offset:06x}  {:<32} {text}", hex.join(" "));
+    };
     match arch {
         Arch::X86_64 => {
             use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
@@ -377,12 +392,8 @@ pub fn listing(arch: Arch, bytes: &[u8]) -> String {
                 text.clear();
                 fmt.format(&ins, &mut text);
                 let start = ins.ip() as usize;
-                let end = start + ins.len();
-                let hex: String = bytes[start..end.min(bytes.len())]
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
-                let _ = writeln!(out, "{start:06x}  {hex:<24} {text}");
+                let end = (start + ins.len()).min(bytes.len());
+                line(start, &bytes[start..end], &text);
             }
         }
         Arch::Aarch64 => {
@@ -394,7 +405,7 @@ pub fn listing(arch: Arch, bytes: &[u8]) -> String {
                 let word = u32::from_le_bytes(word);
                 let text = weft_a64::decode(word)
                     .map_or_else(|| format!(".word {word:#010x}"), |inst| inst.to_string());
-                let _ = writeln!(out, "{:06x}  {word:08x}  {text}", i * 4);
+                line(i * 4, w, &text);
             }
         }
     }

@@ -28,302 +28,25 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::mode::EmitMode;
+use weft_cost::{CostError, Priced};
 use weft_host::Host;
 use weft_kernel::{
-    require_features, Arm, ArmEntry, Contract, FamilyEntry, Geometry, Judged, Kernel, KernelArgs,
-    LoopTrip, MemberViews, NativeCode, Offer, PackedOperand, PlacedCode, Price, Refusal, Residency,
-    Site, Twin, Workbench,
+    require_features, Arm, ArmEntry, FamilyEntry, Judged, LoopTrip, NativeCode, Offer, PlacedCode,
+    Price, Refusal, Residency, Site, Twin, Workbench,
 };
 
 use crate::cache::{GeometryClass, PlanCache, RaceKey, SavedRace, SavedVerdict, VerdictKey};
 use crate::hash::ContentHash;
-use crate::race::{race, Evictor, RaceBudget, Side};
+use crate::mode::EmitMode;
+use crate::options::{CacheLocation, Options, Pricer};
+use crate::plan::{Candidate, CompiledPlan, CompiledSite, Kind};
+use crate::race::{race, Evictor, Side};
 use crate::report::{
     CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
     VerdictReport,
 };
-use crate::{Catalogue, Executor, PlanError};
-
-/// Prices a body from its bytes at an offer's geometry (weft-cost's
-/// `CostModel` is the engine's; tests may bring their own).
-pub trait Pricer: Send + Sync {
-    /// The price of `code`, whose loops are `nest`, at `offer`'s geometry
-    /// with the site's data at `residency`; deterministic (same inputs,
-    /// same price), so exact ties are well defined.
-    fn price(
-        &self,
-        code: &NativeCode,
-        nest: &[LoopTrip],
-        offer: &Offer,
-        residency: Residency,
-    ) -> Result<Price, String>;
-}
-
-/// weft-cost's model is the planner's pricer: decode, loops matched to the
-/// nest, port table (or instruction counts where the host has none), and the
-/// roofline floor. Its refusals carry their names.
-impl Pricer for weft_cost::CostModel {
-    fn price(
-        &self,
-        code: &NativeCode,
-        nest: &[LoopTrip],
-        offer: &Offer,
-        residency: Residency,
-    ) -> Result<Price, String> {
-        weft_cost::CostModel::price_at(self, code, nest, offer, residency)
-            .map(|p| p.price)
-            .map_err(|e| format!("{}: {e}", e.name()))
-    }
-}
-
-/// Where verdicts and races are kept between processes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum CacheLocation {
-    /// The user's cache directory ([`PlanCache::default_path`]).
-    #[default]
-    Default,
-    /// This file.
-    File(std::path::PathBuf),
-    /// Nowhere: every process validates and races anew.
-    InMemory,
-}
-
-/// How a planner compiles.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Options {
-    /// `WEFT_NATIVE_EMIT`: on, off (kill switch) or strict.
-    pub mode: EmitMode,
-    /// Compile only from saved verdicts and races: validate and race
-    /// nothing new; a twin without a saved verdict is refused
-    /// (`no-saved-verdict`), a race without a saved result keeps the tie rule.
-    pub saved_only: bool,
-    /// Where the cache lives.
-    pub cache: CacheLocation,
-    /// Whether prices too close to call are raced (else the tie rule keeps
-    /// the earlier candidate).
-    pub racing: bool,
-    /// How long a race may run.
-    pub race_budget: RaceBudget,
-    /// Relative price gap below which the model cannot separate two
-    /// candidates.
-    pub separation: f64,
-    /// Seed of the validation cases and race inputs.
-    pub seed: u64,
-    /// Sites whose chosen body is priced below this many cycles run on the
-    /// calling thread: splitting them costs more than it saves.
-    pub split_min_cycles: f64,
-    /// Whether built bodies are saved in (and read from) the cache, for
-    /// this same program only: a warm compile then skips Cranelift and the
-    /// emitters. Verdicts and races are cached either way.
-    pub cache_bodies: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            mode: EmitMode::On,
-            saved_only: false,
-            cache: CacheLocation::Default,
-            racing: true,
-            race_budget: RaceBudget::default(),
-            separation: 0.03,
-            seed: 0x5eed_c0de,
-            split_min_cycles: 60_000.0,
-            cache_bodies: true,
-        }
-    }
-}
-
-impl Options {
-    /// Defaults, with the mode read from `WEFT_NATIVE_EMIT` (a bad value is
-    /// an error naming it).
-    pub fn from_env() -> Result<Options, PlanError> {
-        let mode = EmitMode::from_env().map_err(|e| PlanError::BadMode {
-            message: e.to_string(),
-        })?;
-        Ok(Options {
-            mode,
-            ..Options::default()
-        })
-    }
-}
-
-/// Whether a chosen candidate is an arm or a twin.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Kind {
-    /// A managed arm.
-    Arm,
-    /// A twin of the named arm.
-    Twin {
-        /// Its arm.
-        arm: String,
-    },
-}
-
-/// One compiled site: the chosen body, placed, with the offer's operands
-/// and views.
-#[derive(Clone, Debug)]
-pub struct CompiledSite {
-    /// The family's name.
-    pub family: &'static str,
-    /// The geometry.
-    pub geometry: Geometry,
-    /// Where the site's data is when it is called.
-    pub residency: Residency,
-    /// The chosen candidate.
-    pub candidate: &'static str,
-    /// Arm or twin.
-    pub kind: Kind,
-    /// The offer's contract (the twin's is its arm's).
-    pub contract: Contract,
-    /// Operands repacked at plan time for the chosen offer.
-    pub packed: Vec<PackedOperand>,
-    /// How the site splits over threads.
-    pub views: Option<MemberViews>,
-    /// The chosen body's price, if it has one.
-    pub price: Option<Price>,
-    /// The chosen body's bytes.
-    pub code: Arc<NativeCode>,
-    placed: Arc<PlacedCode>,
-    split: bool,
-}
-
-impl CompiledSite {
-    /// The packed operand `name`, if the chosen offer repacked it.
-    pub fn packed(&self, name: &str) -> Option<&PackedOperand> {
-        self.packed.iter().find(|p| p.name == name)
-    }
-}
-
-/// A compiled plan: placed code per site, and the report of how it was chosen.
-#[derive(Debug)]
-pub struct CompiledPlan {
-    sites: Vec<CompiledSite>,
-    report: SelectionReport,
-}
-
-/// What [`CompiledPlan::image`] serialises: everything that decides what
-/// runs, nothing about how it was chosen.
-#[derive(serde::Serialize)]
-struct SiteImage<'a> {
-    family: &'a str,
-    geometry: &'a Geometry,
-    residency: Residency,
-    candidate: &'a str,
-    kind: &'a Kind,
-    contract: &'a Contract,
-    code: &'a [u8],
-    packed: Vec<(&'a str, &'a str, ContentHash)>,
-    views: &'a Option<MemberViews>,
-    split: bool,
-}
-
-impl CompiledPlan {
-    /// The sites, in the order they were given.
-    pub fn sites(&self) -> &[CompiledSite] {
-        &self.sites
-    }
-
-    /// The selection report.
-    pub fn report(&self) -> &SelectionReport {
-        &self.report
-    }
-
-    /// The plan as bytes: per site the family, geometry, chosen candidate,
-    /// contract, body bytes, packed operands (by hash) and views. Two plans
-    /// with equal images run the same code on the same operands; the kill
-    /// switch's promise is stated in these bytes.
-    pub fn image(&self) -> Vec<u8> {
-        let images: Vec<SiteImage<'_>> = self
-            .sites
-            .iter()
-            .map(|s| SiteImage {
-                family: s.family,
-                geometry: &s.geometry,
-                residency: s.residency,
-                candidate: s.candidate,
-                kind: &s.kind,
-                contract: &s.contract,
-                code: &s.code.bytes,
-                packed: s
-                    .packed
-                    .iter()
-                    .map(|p| (p.name, p.layout, ContentHash::of(&p.bytes)))
-                    .collect(),
-                views: &s.views,
-                split: s.split,
-            })
-            .collect();
-        // Plain data throughout; serialising it cannot fail.
-        bincode::serialize(&images).unwrap_or_default()
-    }
-
-    /// Site `index`'s body as a kernel taking `A`, refused by name when the
-    /// site's contract takes another argument struct.
-    pub fn kernel<A: KernelArgs>(&self, index: usize) -> Result<SiteKernel<A>, PlanError> {
-        let site = self.sites.get(index).ok_or(PlanError::NoSuchSite {
-            index,
-            len: self.sites.len(),
-        })?;
-        if site.contract.args != A::NAME {
-            return Err(PlanError::WrongArgs {
-                index,
-                contract: site.contract.args.clone(),
-                asked: A::NAME,
-            });
-        }
-        // SAFETY: the body was built by an `Arm` or emitted by a `Twin` for
-        // an offer whose contract names `A::NAME`; those unsafe traits
-        // promise a leaf-ABI body for that struct, and `KernelArgs`
-        // promises `A` is that struct.
-        let kernel = unsafe { Kernel::from_placed(Arc::clone(&site.placed), 0) }
-            .map_err(|r| PlanError::Place { index, refusal: r })?;
-        Ok(SiteKernel {
-            kernel,
-            views: site.views.clone(),
-            split: site.split,
-        })
-    }
-}
-
-/// A site's kernel, typed by its argument struct.
-#[derive(Debug)]
-pub struct SiteKernel<A> {
-    kernel: Kernel<A>,
-    views: Option<MemberViews>,
-    split: bool,
-}
-
-impl<A: KernelArgs> SiteKernel<A> {
-    /// Run one call, its member views spread over `exec`'s threads when
-    /// the site is large enough to gain from it.
-    ///
-    /// # Safety
-    ///
-    /// `args` must be valid for [`Kernel::call`] for the whole call
-    /// (build it with the family's checked constructor from live buffers).
-    pub unsafe fn run(&self, exec: &Executor, args: &A) {
-        match &self.views {
-            // SAFETY: the caller's promise.
-            Some(v) if self.split && exec.threads() > 1 => unsafe {
-                exec.run(&self.kernel, args, v)
-            },
-            // SAFETY: the caller's promise.
-            _ => unsafe { self.kernel.call(args) },
-        }
-    }
-
-    /// Whether [`SiteKernel::run`] splits this site over threads.
-    pub fn splits(&self) -> bool {
-        self.split && self.views.is_some()
-    }
-
-    /// The kernel itself (one thread).
-    pub fn kernel(&self) -> &Kernel<A> {
-        &self.kernel
-    }
-}
+use crate::select::{decide, Decision, Unordered};
+use crate::{Catalogue, PlanError};
 
 /// A candidate that survived to pricing.
 struct Cand {
@@ -333,9 +56,15 @@ struct Cand {
     offer: Arc<Offer>,
     code: Arc<NativeCode>,
     hash: ContentHash,
-    price: Result<Price, String>,
+    priced: Result<Priced, CostError>,
     /// Index into the site's candidate reports.
     report: usize,
+}
+
+impl Cand {
+    fn price(&self) -> Option<&Price> {
+        self.priced.as_ref().ok().map(|p| &p.price)
+    }
 }
 
 /// A body and the hash of its bytes, or why it could not be made.
@@ -352,7 +81,7 @@ pub struct Planner {
     /// name (unique in a catalogue) and offer hash; refusals included.
     bodies: HashMap<(&'static str, ContentHash), Built>,
     /// Prices by (bytes, offer, nest) hashes and residency.
-    prices: HashMap<PriceKey, Result<Price, String>>,
+    prices: HashMap<PriceKey, Result<Priced, CostError>>,
     placed: HashMap<ContentHash, Arc<PlacedCode>>,
     /// The buffer streamed sites' races evict the caches with, made on
     /// first use.
@@ -507,7 +236,7 @@ impl Planner {
             });
             match self.arm_candidate(arm.as_ref(), k, site, report) {
                 Ok(c) => {
-                    reports[report].price = Some(price_report(&c.price));
+                    reports[report].price = Some(price_report(&c.priced));
                     arms.push(c);
                 }
                 Err(r) => {
@@ -523,7 +252,7 @@ impl Planner {
                 refusals,
             });
         }
-        let arm_cands: Vec<Cand> = arms;
+        let mut arm_cands: Vec<Cand> = arms;
         let (ai, rule1, why1) = self.select(&entry, &arm_cands, site, &mut reports)?;
         let arm_name = arm_cands[ai].name;
         let arm_index = arm_cands[ai].arm;
@@ -545,9 +274,12 @@ impl Planner {
             }
         }
         // Stage 2: the chosen arm and its twins.
-        let arm_cand = arm_cands.into_iter().nth(ai).ok_or(PlanError::Internal {
-            what: "chosen arm index out of range",
-        })?;
+        if ai >= arm_cands.len() {
+            return Err(PlanError::Internal {
+                what: "chosen arm index out of range",
+            });
+        }
+        let arm_cand = arm_cands.remove(ai);
         let mut bodies = vec![arm_cand];
         let arm_entry = &entry.arms[arm_index];
         for twin in &arm_entry.twins {
@@ -571,7 +303,7 @@ impl Planner {
             ) {
                 Ok((c, verdict)) => {
                     reports[report].verdict = verdict;
-                    reports[report].price = Some(price_report(&c.price));
+                    reports[report].price = Some(price_report(&c.priced));
                     bodies.push(c);
                 }
                 Err((r, cached)) => {
@@ -598,12 +330,13 @@ impl Planner {
         };
         let chosen = &bodies[bi];
         let placed = self.place(chosen, index)?;
-        let split = match &chosen.price {
-            Ok(p) => p.cycles >= self.options.split_min_cycles,
+        let split = match chosen.price() {
+            Some(p) => p.cycles >= self.options.split_min_cycles,
             // Unpriced: split only what moves at least 256 KiB.
-            Err(_) => chosen.offer.bytes_moved >= 256 << 10,
+            None => chosen.offer.bytes_moved >= 256 << 10,
         };
-        let compiled = CompiledSite {
+        let mut compiled = CompiledSite {
+            label: site.label().to_owned(),
             family: entry.family.name(),
             geometry: site.geometry.clone(),
             residency: site.residency,
@@ -618,13 +351,48 @@ impl Planner {
             contract: chosen.offer.contract.clone(),
             packed: chosen.offer.packed.clone(),
             views: chosen.offer.views.clone(),
-            price: chosen.price.as_ref().ok().copied(),
+            price: chosen.price().copied(),
             code: Arc::clone(&chosen.code),
+            rule: rule2,
+            candidates: Vec::new(),
             placed,
             split,
         };
+        // What was judged, beside the report's words: each candidate's
+        // bytes and price breakdown, in the report's order.
+        let mut judged: Vec<Candidate> = entry
+            .arms
+            .iter()
+            .flat_map(|a| {
+                std::iter::once(Candidate {
+                    name: a.arm.name(),
+                    arm: None,
+                    code: None,
+                    priced: None,
+                })
+                .chain(a.twins.iter().map(|t| Candidate {
+                    name: t.name(),
+                    arm: Some(a.arm.name()),
+                    code: None,
+                    priced: None,
+                }))
+            })
+            .collect();
+        judged.sort_by_key(|c| {
+            reports
+                .iter()
+                .position(|r| r.name == c.name && r.arm.as_deref() == c.arm)
+        });
+        for c in arm_cands.iter().chain(bodies.iter()) {
+            if let Some(j) = judged.iter_mut().find(|j| j.name == c.name) {
+                j.code = Some(Arc::clone(&c.code));
+                j.priced = Some(c.priced.clone());
+            }
+        }
+        compiled.candidates = judged;
         let report = SiteReport {
             index,
+            label: site.label().to_owned(),
             family: entry.family.name().to_owned(),
             geometry: site.geometry.to_string(),
             residency: site.residency,
@@ -647,14 +415,14 @@ impl Planner {
         let isa = self.host.isa;
         let (code, hash) = self.body(arm.name(), &offer, || arm.build(&offer, isa))?;
         let nest = arm.nest(&offer);
-        let price = self.price(&code, hash, &nest, &offer, site.residency);
+        let priced = self.price(&code, hash, &nest, &offer, site.residency);
         Ok(Cand {
             name: arm.name(),
             arm: arm_index,
             hash,
             offer,
             code,
-            price,
+            priced,
             report,
         })
     }
@@ -709,7 +477,7 @@ impl Planner {
         nest: &[LoopTrip],
         offer: &Offer,
         residency: Residency,
-    ) -> Result<Price, String> {
+    ) -> Result<Priced, CostError> {
         let key = (
             hash,
             offer_hash(offer),
@@ -817,7 +585,7 @@ impl Planner {
             }
         };
         let nest = twin.nest(offer);
-        let price = self.price(&code, twin_hash, &nest, offer, residency);
+        let priced = self.price(&code, twin_hash, &nest, offer, residency);
         Ok((
             Cand {
                 name: twin.name(),
@@ -825,7 +593,7 @@ impl Planner {
                 hash: key.twin_code,
                 offer: Arc::clone(offer),
                 code,
-                price,
+                priced,
                 report,
             },
             verdict,
@@ -833,8 +601,8 @@ impl Planner {
     }
 
     /// Choose among `cands` (the first is the reference: the shipped arm in
-    /// stage 1, the chosen arm in stage 2): exact tie first, then price,
-    /// then a race when the gap is within the separation.
+    /// stage 1, the chosen arm in stage 2) by [`decide`], running the races
+    /// it asks for.
     fn select(
         &mut self,
         entry: &FamilyEntry,
@@ -842,78 +610,34 @@ impl Planner {
         site: &Site,
         reports: &mut [CandidateReport],
     ) -> Result<(usize, Rule, String), PlanError> {
-        if cands.len() == 1 {
-            return Ok((0, Rule::Only, "the only candidate".to_owned()));
-        }
-        if cands[0].price.is_err() {
-            let all: Vec<usize> = (0..cands.len()).collect();
-            return Ok(self.knockout(entry, cands, &all, site, reports, || {
-                format!(
-                    "{} cannot be priced and no race could run, so it is kept",
-                    cands[0].name
-                )
-            }));
-        }
-        let priced: Vec<(usize, f64)> = cands
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.price.as_ref().ok().map(|p| (i, p.cycles)))
-            .collect();
-        let min = priced.iter().map(|&(_, c)| c).fold(f64::INFINITY, f64::min);
-        // Exact tie, decided before anything else: the earliest of the
-        // cheapest (stable index order puts the shipped arm first).
-        let cheapest: Vec<usize> = priced
-            .iter()
-            .filter(|&&(_, c)| c == min)
-            .map(|&(i, _)| i)
-            .collect();
-        let best = cheapest[0];
-        if cheapest.len() > 1 {
-            let why = || {
-                format!(
-                    "{} candidates priced exactly {min:.0} cycles; the first registered is kept",
-                    cheapest.len()
-                )
-            };
-            if best == 0 {
-                return Ok((best, Rule::ExactTie, why()));
+        let cycles: Vec<Option<f64>> = cands.iter().map(|c| c.price().map(|p| p.cycles)).collect();
+        Ok(match decide(&cycles, self.options.separation) {
+            Decision::Only => (0, Rule::Only, "the only candidate".to_owned()),
+            Decision::OnlyPriced { best } => {
+                (best, Rule::Only, "the only priced candidate".to_owned())
             }
-            // The reference is dearer; the tied others are one price the
-            // model cannot split (a shared floor): they race.
-            let (i, rule, why) = self.knockout(entry, cands, &cheapest, site, reports, why);
-            let why = match rule {
-                Rule::Race => format!(
-                    "{} candidates priced exactly {min:.0} cycles raced: {why}",
-                    cheapest.len()
+            Decision::ExactTie { count, cycles } => (
+                0,
+                Rule::ExactTie,
+                format!(
+                    "{count} candidates priced exactly {cycles:.0} cycles; the first registered is kept"
                 ),
-                _ => why,
-            };
-            return Ok((i, rule, why));
-        }
-        let runner = priced
-            .iter()
-            .filter(|&&(i, _)| i != best)
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-            .copied();
-        let Some((ri, rc)) = runner else {
-            return Ok((best, Rule::Only, "the only priced candidate".to_owned()));
-        };
-        let gap = (rc - min) / min.max(f64::MIN_POSITIVE);
-        if gap > self.options.separation {
-            return Ok((
+            ),
+            Decision::Cheapest {
+                best,
+                runner,
+                cycles,
+                gap,
+            } => (
                 best,
                 Rule::Cheapest,
                 format!(
-                    "cheapest at {min:.0} cycles, {:.1}% below {}",
+                    "cheapest at {cycles:.0} cycles, {:.1}% below {}",
                     100.0 * gap / (1.0 + gap),
-                    cands[ri].name
+                    cands[runner].name
                 ),
-            ));
-        }
-        // Too close to call: race the two.
-        let (first, second) = (best.min(ri), best.max(ri));
-        if !self.options.racing {
-            return Ok((
+            ),
+            Decision::TooClose { first, second } if !self.options.racing => (
                 first,
                 Rule::RaceTie,
                 format!(
@@ -921,9 +645,40 @@ impl Planner {
                     100.0 * self.options.separation,
                     cands[second].name
                 ),
-            ));
-        }
-        Ok(self.race_pair(entry, cands, first, second, site, reports))
+            ),
+            Decision::TooClose { first, second } => {
+                self.race_pair(entry, cands, first, second, site, reports)
+            }
+            Decision::Knockout {
+                among,
+                why: Unordered::ReferenceUnpriced,
+            } => self.knockout(entry, cands, &among, site, reports, || {
+                format!(
+                    "{} cannot be priced and no race could run, so it is kept",
+                    cands[0].name
+                )
+            }),
+            Decision::Knockout {
+                among,
+                why: Unordered::Tied { cycles },
+            } => {
+                let n = among.len();
+                let why = || {
+                    format!(
+                        "{n} candidates priced exactly {cycles:.0} cycles; the first registered is kept"
+                    )
+                };
+                let (i, rule, why) = self.knockout(entry, cands, &among, site, reports, why);
+                match rule {
+                    Rule::Race => (
+                        i,
+                        rule,
+                        format!("{n} candidates priced exactly {cycles:.0} cycles raced: {why}"),
+                    ),
+                    _ => (i, rule, why),
+                }
+            }
+        })
     }
 
     /// When prices cannot order `among` (the reference unpriced, or several
@@ -942,7 +697,7 @@ impl Planner {
     ) -> (usize, Rule, String) {
         let first = among[0];
         let keep = |why: String| {
-            let rule = if cands[first].price.is_err() {
+            let rule = if cands[first].price().is_none() {
                 Rule::Unpriced
             } else {
                 Rule::ExactTie
@@ -963,7 +718,7 @@ impl Planner {
             }
         }
         match last {
-            Some(why) if cands[first].price.is_err() => (
+            Some(why) if cands[first].price().is_none() => (
                 champion,
                 Rule::Race,
                 format!(
@@ -1070,18 +825,18 @@ impl Planner {
                 .map(|p| p.layout)
                 .ne(b.offer.packed.iter().map(|p| p.layout))
         {
-            return Err(Refusal::BadOperand {
-                operand: "race".to_owned(),
-                reason: format!(
-                    "{} and {} take different operands; they cannot share a bench",
-                    a.name, b.name
-                ),
+            return Err(Refusal::RaceOperandsDiffer {
+                a: a.name.to_owned(),
+                b: b.name.to_owned(),
             });
         }
         let bench: &Arc<dyn Workbench> =
-            entry.arms[a.arm].bench.as_ref().ok_or(Refusal::NoChecker {
-                family: entry.family.name().to_owned(),
-            })?;
+            entry.arms[a.arm]
+                .bench
+                .as_ref()
+                .ok_or_else(|| Refusal::NoBench {
+                    arm: entry.arms[a.arm].arm.name().to_owned(),
+                })?;
         let mut prepared = bench.prepare(&a.offer, self.options.seed)?;
         let pa = self.placed_code(&a.code, a.hash)?;
         let pb = self.placed_code(&b.code, b.hash)?;
@@ -1170,14 +925,16 @@ fn refused(r: &Refusal, cached: bool) -> VerdictReport {
     }
 }
 
-fn price_report(p: &Result<Price, String>) -> PriceReport {
+fn price_report(p: &Result<Priced, CostError>) -> PriceReport {
     match p {
         Ok(p) => PriceReport::Priced {
-            cycles: p.cycles,
-            floor: p.floor,
-            model: format!("{:?}", p.model),
+            cycles: p.price.cycles,
+            floor: p.price.floor,
+            model: format!("{:?}", p.price.model),
         },
-        Err(e) => PriceReport::Failed { reason: e.clone() },
+        Err(e) => PriceReport::Failed {
+            reason: e.to_string(),
+        },
     }
 }
 

@@ -70,25 +70,29 @@ mod compile;
 mod exec;
 mod hash;
 mod mode;
+mod options;
+mod plan;
 mod race;
 mod report;
+mod select;
 
 pub use cache::{
     BodyKey, BuildId, CacheProblem, CacheSaveError, GeometryClass, PlanCache, RaceKey, SavedRace,
     SavedVerdict, VerdictKey, CACHE_FORMAT, CRATE_VERSION, MAX_BUILDS,
 };
 pub use catalogue::Catalogue;
-pub use compile::{
-    CacheLocation, CompiledPlan, CompiledSite, Kind, Options, Planner, Pricer, SiteKernel,
-};
+pub use compile::Planner;
 pub use exec::{split_range, Executor, PARTS_PER_THREAD};
 pub use hash::ContentHash;
 pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
+pub use options::{CacheLocation, Options, Pricer};
+pub use plan::{Candidate, CompiledPlan, CompiledSite, Kind, SiteKernel};
 pub use race::{race, RaceBudget, RaceOutcome, Side};
 pub use report::{
     CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
     VerdictReport,
 };
+pub use select::{decide, Decision, Unordered};
 
 use weft_kernel::Refusal;
 
@@ -145,6 +149,22 @@ pub enum PlanError {
         /// The plan's length.
         len: usize,
     },
+    /// A site name that labels no site of the plan.
+    #[error("unknown-site: {name:?} names no site; the sites are {sites}")]
+    UnknownSite {
+        /// The name asked for.
+        name: String,
+        /// The plan's labels.
+        sites: String,
+    },
+    /// A site name that is a suffix of several labels.
+    #[error("ambiguous-site: {name:?} matches {matches}")]
+    AmbiguousSite {
+        /// The name asked for.
+        name: String,
+        /// The labels it matches.
+        matches: String,
+    },
     /// A kernel asked for with an argument struct its contract does not take.
     #[error("wrong-args: site {index} takes {contract}, not {asked}")]
     WrongArgs {
@@ -181,6 +201,8 @@ impl PlanError {
             PlanError::BadRegistration { .. } => "bad-registration",
             PlanError::BadMode { .. } => "bad-mode",
             PlanError::NoSuchSite { .. } => "no-such-site",
+            PlanError::UnknownSite { .. } => "unknown-site",
+            PlanError::AmbiguousSite { .. } => "ambiguous-site",
             PlanError::WrongArgs { .. } => "wrong-args",
             PlanError::Place { .. } => "place-failed",
             PlanError::Internal { .. } => "internal",

@@ -50,6 +50,8 @@ pub struct CacheReport {
 pub struct SiteReport {
     /// Position in the plan.
     pub index: usize,
+    /// The caller's label for the site (the family's name if it gave none).
+    pub label: String,
     /// The family.
     pub family: String,
     /// The geometry, as `name=extent` pairs.
@@ -201,11 +203,19 @@ impl fmt::Display for SelectionReport {
                 Residency::Cached => "",
                 Residency::Streamed => " streamed",
             };
-            writeln!(
-                f,
-                "site {} {} [{}]{streamed}",
-                s.index, s.family, s.geometry
-            )?;
+            if s.label == s.family {
+                writeln!(
+                    f,
+                    "site {} {} [{}]{streamed}",
+                    s.index, s.family, s.geometry
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "site {} {}: {} [{}]{streamed}",
+                    s.index, s.label, s.family, s.geometry
+                )?;
+            }
             for c in &s.candidates {
                 let mark = if c.name == s.chosen { "*" } else { " " };
                 let verdict = match &c.verdict {

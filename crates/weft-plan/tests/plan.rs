@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use weft_cost::{CostError, Priced};
 use weft_host::{Host, Isa};
 use weft_kernel::{
     Arm, ArmEntry, Family, FamilyEntry, Feature, LoopTrip, NativeCode, Offer, Price, PriceModel,
@@ -31,17 +32,17 @@ impl Pricer for BytesPricer {
         _nest: &[LoopTrip],
         _offer: &Offer,
         _residency: Residency,
-    ) -> Result<Price, String> {
+    ) -> Result<Priced, CostError> {
         let extra = if code.bytes.len() % 2 == 1 {
             self.odd_bias
         } else {
             0.0
         };
-        Ok(Price {
+        Ok(Priced::total(Price {
             cycles: code.bytes.len() as f64 * 10.0 + extra,
             floor: 0.0,
             model: PriceModel::InstructionCount,
-        })
+        }))
     }
 }
 
@@ -456,8 +457,11 @@ impl Pricer for NoPricer {
         _: &[LoopTrip],
         _: &Offer,
         _: Residency,
-    ) -> Result<Price, String> {
-        Err("nest-mismatch: stand-in".to_owned())
+    ) -> Result<Priced, CostError> {
+        Err(CostError::NestMismatch {
+            found: "stand-in".to_owned(),
+            stated: "none".to_owned(),
+        })
     }
 }
 
@@ -477,16 +481,16 @@ impl Pricer for FloorPricer {
         _: &[LoopTrip],
         _: &Offer,
         residency: Residency,
-    ) -> Result<Price, String> {
+    ) -> Result<Priced, CostError> {
         let mut asked = self.asked.lock().expect("lock");
         let arm = !asked.contains(&residency);
         asked.push(residency);
         let cycles = if arm { 1e9 } else { 1e6 };
-        Ok(Price {
+        Ok(Priced::total(Price {
             cycles,
             floor: 1e6,
             model: PriceModel::Roofline,
-        })
+        }))
     }
 }
 
@@ -1052,4 +1056,47 @@ fn the_planner_contains_a_panicking_emit_and_gates_features_before_emitting() {
         .compile(&sites()[..1])
         .expect_err("strict stops");
     assert!(err.to_string().contains("emit-error"), "{err}");
+}
+
+#[test]
+fn the_plan_remembers_every_candidates_bytes_price_and_label() {
+    let twins = f32x4_twins();
+    let mut p = planner(catalogue(twins), EmitMode::On);
+    let sites: Vec<Site> = sites()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.with_label(format!("matvec.{i}")))
+        .collect();
+    let plan = p.compile(&sites).expect("compile");
+    for (s, r) in plan.sites().iter().zip(&plan.report().sites) {
+        assert_eq!(s.label, r.label);
+        assert!(s.label.starts_with("matvec."), "{}", s.label);
+        assert_eq!(s.rule, r.rule);
+        // The candidates are the report's, in its order.
+        let names: Vec<&str> = s.candidates.iter().map(|c| c.name).collect();
+        let reported: Vec<&str> = r.candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, reported);
+        for (c, cr) in s.candidates.iter().zip(&r.candidates) {
+            let judged = matches!(
+                cr.verdict,
+                VerdictReport::Offered | VerdictReport::Validated { .. }
+            );
+            // Whatever was judged kept its bytes and its price breakdown,
+            // and the report's cycles are the breakdown's.
+            assert_eq!(c.code.is_some(), judged, "{}: {cr:?}", c.name);
+            match (&c.priced, &cr.price) {
+                (Some(Ok(p)), Some(weft_plan::PriceReport::Priced { cycles, .. })) => {
+                    assert_eq!(p.price.cycles, *cycles)
+                }
+                (None, None) => assert!(!judged),
+                other => panic!("{}: {other:?}", c.name),
+            }
+        }
+        // The chosen body is the judged body of the chosen candidate.
+        let chosen = s.candidate(s.candidate).expect("the choice is a candidate");
+        assert_eq!(chosen.code.as_deref(), Some(&*s.code));
+    }
+    // A site given no label is labelled by its family.
+    let plan = p.compile(&self::sites()[..1]).expect("compile");
+    assert_eq!(plan.sites()[0].label, weft_q8::FAMILY);
 }

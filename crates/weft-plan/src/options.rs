@@ -1,0 +1,112 @@
+//! How a planner compiles: its options, where its cache lives, and the
+//! pricer it asks.
+
+use weft_cost::{CostError, Priced};
+use weft_kernel::{LoopTrip, NativeCode, Offer, Residency};
+
+use crate::mode::EmitMode;
+use crate::race::RaceBudget;
+use crate::PlanError;
+
+/// Prices a body from its bytes at an offer's geometry (weft-cost's
+/// `CostModel` is the engine's; tests may bring their own, and
+/// [`Priced::total`] wraps a bare price). The breakdown is kept in the plan.
+pub trait Pricer: Send + Sync {
+    /// The price of `code`, whose loops are `nest`, at `offer`'s geometry
+    /// with the site's data at `residency`; deterministic (same inputs,
+    /// same price), so exact ties are well defined.
+    fn price(
+        &self,
+        code: &NativeCode,
+        nest: &[LoopTrip],
+        offer: &Offer,
+        residency: Residency,
+    ) -> Result<Priced, CostError>;
+}
+
+/// weft-cost's model is the planner's pricer: decode, loops matched to the
+/// nest, port table (or instruction counts where the host has none), and the
+/// roofline floor. Its refusals are typed ([`CostError`]).
+impl Pricer for weft_cost::CostModel {
+    fn price(
+        &self,
+        code: &NativeCode,
+        nest: &[LoopTrip],
+        offer: &Offer,
+        residency: Residency,
+    ) -> Result<Priced, CostError> {
+        weft_cost::CostModel::price_at(self, code, nest, offer, residency)
+    }
+}
+
+/// Where verdicts and races are kept between processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CacheLocation {
+    /// The user's cache directory ([`PlanCache::default_path`]).
+    #[default]
+    Default,
+    /// This file.
+    File(std::path::PathBuf),
+    /// Nowhere: every process validates and races anew.
+    InMemory,
+}
+
+/// How a planner compiles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// `WEFT_NATIVE_EMIT`: on, off (kill switch) or strict.
+    pub mode: EmitMode,
+    /// Compile only from saved verdicts and races: validate and race
+    /// nothing new; a twin without a saved verdict is refused
+    /// (`no-saved-verdict`), a race without a saved result keeps the tie rule.
+    pub saved_only: bool,
+    /// Where the cache lives.
+    pub cache: CacheLocation,
+    /// Whether prices too close to call are raced (else the tie rule keeps
+    /// the earlier candidate).
+    pub racing: bool,
+    /// How long a race may run.
+    pub race_budget: RaceBudget,
+    /// Relative price gap below which the model cannot separate two
+    /// candidates.
+    pub separation: f64,
+    /// Seed of the validation cases and race inputs.
+    pub seed: u64,
+    /// Sites whose chosen body is priced below this many cycles run on the
+    /// calling thread: splitting them costs more than it saves.
+    pub split_min_cycles: f64,
+    /// Whether built bodies are saved in (and read from) the cache, for
+    /// this same program only: a warm compile then skips Cranelift and the
+    /// emitters. Verdicts and races are cached either way.
+    pub cache_bodies: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mode: EmitMode::On,
+            saved_only: false,
+            cache: CacheLocation::Default,
+            racing: true,
+            race_budget: RaceBudget::default(),
+            separation: 0.03,
+            seed: 0x5eed_c0de,
+            split_min_cycles: 60_000.0,
+            cache_bodies: true,
+        }
+    }
+}
+
+impl Options {
+    /// Defaults, with the mode read from `WEFT_NATIVE_EMIT` (a bad value is
+    /// an error naming it).
+    pub fn from_env() -> Result<Options, PlanError> {
+        let mode = EmitMode::from_env().map_err(|e| PlanError::BadMode {
+            message: e.to_string(),
+        })?;
+        Ok(Options {
+            mode,
+            ..Options::default()
+        })
+    }
+}
