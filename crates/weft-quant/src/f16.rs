@@ -36,7 +36,7 @@ fn check(src: usize, dst: usize, width: usize) -> Result<(), LengthError> {
 
 /// The byte source does not hold exactly one element per destination slot.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{src} source bytes for {dst} elements of {width} bytes")]
+#[error("length-mismatch: {src} source bytes for {dst} elements of {width} bytes")]
 pub struct LengthError {
     /// Source bytes.
     pub src: usize,

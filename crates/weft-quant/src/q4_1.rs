@@ -155,13 +155,13 @@ pub fn requantize_into(src: &[u8], dst: &mut [u8]) -> Result<(), RequantizeError
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RequantizeError {
     /// The Q4_1 bytes are not a whole number of 20-byte blocks.
-    #[error("Q4_1 source of {len} bytes is not a whole number of {BLOCK_BYTES}-byte blocks")]
+    #[error("ragged-source: Q4_1 source of {len} bytes is not a whole number of {BLOCK_BYTES}-byte blocks")]
     RaggedSource {
         /// The source length.
         len: usize,
     },
     /// The destination does not hold exactly one Q8_0 block per Q4_1 block.
-    #[error("Q8_0 destination of {len} bytes, {want} needed")]
+    #[error("wrong-destination: Q8_0 destination of {len} bytes, {want} needed")]
     WrongDestination {
         /// The destination length.
         len: usize,

@@ -130,7 +130,7 @@ pub fn quantize_block(x: &[f32; BLOCK_LEN]) -> BlockQ8_0 {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
     /// The row's length is not a multiple of 32.
-    #[error("length {len} is not a multiple of {BLOCK_LEN}")]
+    #[error("ragged-row: length {len} is not a multiple of {BLOCK_LEN}")]
     Ragged {
         /// The length given.
         len: usize,

@@ -90,25 +90,25 @@ pub enum TokenizerError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
     /// `tokenizer.ggml.model` is not `gpt2`.
-    #[error("tokenizer model {model:?} is not supported (only \"gpt2\", byte-level BPE)")]
+    #[error("unsupported-model: tokenizer model {model:?} is not supported (only \"gpt2\", byte-level BPE)")]
     UnsupportedModel {
         /// The model named.
         model: String,
     },
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate lacks.
-    #[error("pre-tokenizer {pre:?} is not supported (smollm, gpt2 and their aliases are)")]
+    #[error("unsupported-pre-tokenizer: pre-tokenizer {pre:?} is not supported (smollm, gpt2 and their aliases are)")]
     UnsupportedPreTokenizer {
         /// The name in the file.
         pre: String,
     },
     /// The vocabulary is empty or larger than token ids can count.
-    #[error("vocabulary of {len} tokens is empty or too large")]
+    #[error("bad-vocabulary-size: vocabulary of {len} tokens is empty or too large")]
     BadVocabularySize {
         /// Its length.
         len: usize,
     },
     /// `token_type` does not have one entry per token.
-    #[error("{types} token types for {tokens} tokens")]
+    #[error("token-type-count: {types} token types for {tokens} tokens")]
     TokenTypeCount {
         /// Tokens.
         tokens: usize,
@@ -116,7 +116,7 @@ pub enum TokenizerError {
         types: usize,
     },
     /// A merge is not two tokens separated by one space.
-    #[error("merge {index} {merge:?} is not \"left right\"")]
+    #[error("malformed-merge: merge {index} {merge:?} is not \"left right\"")]
     MalformedMerge {
         /// Its rank.
         index: usize,
@@ -124,7 +124,7 @@ pub enum TokenizerError {
         merge: String,
     },
     /// A merge names a token (or makes one) the vocabulary lacks.
-    #[error("merge {index} {merge:?} uses or makes {token:?}, which is not in the vocabulary")]
+    #[error("merge-not-in-vocabulary: merge {index} {merge:?} uses or makes {token:?}, which is not in the vocabulary")]
     MergeNotInVocabulary {
         /// Its rank.
         index: usize,
@@ -134,7 +134,7 @@ pub enum TokenizerError {
         token: String,
     },
     /// A special-token id key points past the vocabulary.
-    #[error("{key} = {id} is not a token (vocabulary of {vocab})")]
+    #[error("special-id-out-of-range: {key} = {id} is not a token (vocabulary of {vocab})")]
     SpecialIdOutOfRange {
         /// The metadata key.
         key: &'static str,
@@ -144,7 +144,7 @@ pub enum TokenizerError {
         vocab: usize,
     },
     /// An id to decode is not a token.
-    #[error("token id {id} is not in the vocabulary of {vocab}")]
+    #[error("unknown-id: token id {id} is not in the vocabulary of {vocab}")]
     UnknownId {
         /// The id.
         id: TokenId,

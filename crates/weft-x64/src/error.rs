@@ -8,7 +8,7 @@ use iced_x86::IcedError;
 #[non_exhaustive]
 pub enum EmitError {
     /// iced-x86 refused an instruction, a label, or the final encoding.
-    #[error("iced-x86 rejected {what}: {source}")]
+    #[error("iced-rejected: iced-x86 rejected {what}: {source}")]
     Iced {
         /// What was being emitted or encoded.
         what: String,
@@ -21,7 +21,7 @@ pub enum EmitError {
     /// to [`prologue`](crate::Emitter::prologue), so it would not be
     /// restored.
     #[error(
-        "the body writes callee-saved {register} ({abi:?}) without declaring it in the \
+        "undeclared-clobber: the body writes callee-saved {register} ({abi:?}) without declaring it in the \
          prologue's clobbers: `{instruction}` (instruction #{index})"
     )]
     UndeclaredClobber {
@@ -37,7 +37,7 @@ pub enum EmitError {
     /// [`prologue`](crate::Emitter::prologue) was called twice, or after an
     /// [`epilogue`](crate::Emitter::epilogue) (whose restores would then
     /// not match the saves).
-    #[error("frame order: {problem}")]
+    #[error("frame-order: {problem}")]
     FrameOrder {
         /// What was out of order.
         problem: &'static str,

@@ -38,7 +38,7 @@ fn too_large_when_rounded_length_exceeds_isize_max() {
         })
     );
     let msg = round_to_pages(len, 4096).unwrap_err().to_string();
-    assert!(msg.starts_with("PlaceError::TooLarge"), "{msg}");
+    assert!(msg.starts_with("place-too-large"), "{msg}");
 }
 
 #[test]

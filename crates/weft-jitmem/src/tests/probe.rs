@@ -84,7 +84,7 @@ fn probe_trapping_function_is_execution_killed_with_its_signal() {
     };
     assert_eq!(err, ProbeError::ExecutionKilled { signal: expected });
     let msg = err.to_string();
-    assert!(msg.starts_with("ProbeError::ExecutionKilled"), "{msg}");
+    assert!(msg.starts_with("probe-execution-killed"), "{msg}");
     assert!(
         msg.contains(if expected == libc::SIGILL {
             "SIGILL"
@@ -106,7 +106,7 @@ fn probe_wrong_return_value_is_wrong_nonce() {
             got: !nonce
         }
     );
-    assert!(err.to_string().starts_with("ProbeError::WrongNonce"));
+    assert!(err.to_string().starts_with("probe-wrong-nonce"));
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn probe_child_exiting_nonzero_is_child_exited() {
             stage: ProbeStage::Setup
         }
     );
-    assert!(err.to_string().starts_with("ProbeError::ChildExited"));
+    assert!(err.to_string().starts_with("probe-child-exited"));
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn probe_refused_mmap_is_map_refused_with_errno() {
             source: crate::Errno(libc::EINVAL)
         }
     );
-    assert!(err.to_string().starts_with("ProbeError::MapRefused"));
+    assert!(err.to_string().starts_with("probe-map-refused"));
 }
 
 #[test]
@@ -183,7 +183,7 @@ fn probe_hanging_function_is_timed_out_and_the_child_killed() {
         start.elapsed() < Duration::from_secs(15),
         "the timeout was not enforced"
     );
-    assert!(err.to_string().starts_with("ProbeError::TimedOut"));
+    assert!(err.to_string().starts_with("probe-timed-out"));
 }
 
 #[test]
@@ -239,65 +239,65 @@ fn probe_error_messages_start_with_their_searchable_name() {
                 os: "plan9",
                 arch: "mips",
             },
-            "ProbeError::UnsupportedHost",
+            "probe-unsupported-host",
         ),
         (
             ProbeError::ShimMissing { note: "skipped" },
-            "ProbeError::ShimMissing",
+            "probe-shim-missing",
         ),
         (
             ProbeError::InjectionUnsupported { fault: "Trap" },
-            "ProbeError::InjectionUnsupported",
+            "probe-injection-unsupported",
         ),
         (
             ProbeError::Pipe {
                 source: Errno(libc::EMFILE),
             },
-            "ProbeError::Pipe",
+            "probe-pipe",
         ),
         (
             ProbeError::Fork {
                 source: Errno(libc::EAGAIN),
             },
-            "ProbeError::Fork",
+            "probe-fork",
         ),
         (
             ProbeError::Wait {
                 source: Errno(libc::ECHILD),
             },
-            "ProbeError::Wait",
+            "probe-wait",
         ),
         (
             ProbeError::MdweUnavailable {
                 source: Errno(libc::EINVAL),
             },
-            "ProbeError::MdweUnavailable",
+            "probe-mdwe-unavailable",
         ),
         (
             ProbeError::WriteFailed {
                 source: Errno(libc::EFAULT),
             },
-            "ProbeError::WriteFailed",
+            "probe-write-failed",
         ),
         (
             ProbeError::ProtectRefused {
                 source: Errno(libc::EACCES),
             },
-            "ProbeError::ProtectRefused",
+            "probe-protect-refused",
         ),
         (
             ProbeError::ChildKilled {
                 signal: libc::SIGSYS,
                 stage: ProbeStage::Protect,
             },
-            "ProbeError::ChildKilled",
+            "probe-child-killed",
         ),
         (
             ProbeError::ChildProtocol {
                 bytes: 3,
                 stage: ProbeStage::Call,
             },
-            "ProbeError::ChildProtocol",
+            "probe-child-protocol",
         ),
     ];
     for (err, name) in cases {
