@@ -86,7 +86,7 @@ fn place(bytes: Vec<u8>) -> Kernel<TernaryArgs> {
     let code = NativeCode {
         isa: Isa::Aarch64,
         bytes,
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     };
     let placed = code.place().unwrap_or_else(|e| panic!("{}: {e}", e.name()));

@@ -341,7 +341,7 @@ fn peak_kernel(host: &Host) -> Result<(Kernel<PeakArgs>, f64), String> {
     let code = NativeCode {
         isa: weft_kernel::Isa::X86_64,
         bytes: emitted.bytes,
-        listing: emitted.listing.to_string(),
+        pool: None,
         loops: Vec::new(),
     };
     // SAFETY: the body above reads only `iters` through the pointer,

@@ -720,7 +720,7 @@ fn measure(bytes: Vec<u8>, buffer: &mut [u8]) -> Result<f64, String> {
     let code = NativeCode {
         isa: Isa::X86_64,
         bytes,
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     };
     let placed = code.place().map_err(|e| e.to_string())?;
@@ -763,7 +763,7 @@ fn predicted(model: &CostModel, bytes: &[u8]) -> Result<f64, String> {
     let code = NativeCode {
         isa: Isa::X86_64,
         bytes: bytes.to_vec(),
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     };
     let nest = [weft_kernel::LoopTrip {
@@ -847,7 +847,7 @@ fn bandwidth(bytes: usize) -> Result<f64, String> {
     let code = NativeCode {
         isa: Isa::X86_64,
         bytes: a.assemble(0).map_err(|e| e.to_string())?,
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     };
     let placed = code.place().map_err(|e| e.to_string())?;

@@ -19,9 +19,7 @@
 //! constants come from a literal pool after the code (`adr`), so the body
 //! has no relocations.
 
-use std::fmt::Write as _;
-
-use weft_a64::{decode, mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP};
+use weft_a64::{mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
 use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D};
@@ -171,19 +169,10 @@ fn emit(d: usize, kv: KvType) -> Result<NativeCode, String> {
         15,
     ];
     words.extend_from_slice(&pool_words);
-    let mut listing = String::new();
-    for (i, wd) in words.iter().enumerate() {
-        let text = if i < code_words {
-            decode(*wd).map_or_else(|| format!(".word {wd:#010x}"), |inst| inst.to_string())
-        } else {
-            format!(".word {wd:#010x} // pool")
-        };
-        let _ = writeln!(listing, "{:5x}: {wd:08x}  {text}", 4 * i);
-    }
     Ok(NativeCode {
         isa: Isa::Aarch64,
         bytes: words.iter().flat_map(|wd| wd.to_le_bytes()).collect(),
-        listing,
+        pool: Some(4 * code_words),
         loops: Vec::new(),
     })
 }
@@ -537,8 +526,7 @@ mod tests {
                 let code = AttentionNeon.body(d, kv).expect("emits");
                 assert_eq!(code.isa, Isa::Aarch64);
                 assert!(
-                    !code
-                        .listing
+                    !weft_managed::listing(&code)
                         .lines()
                         .any(|l| l.contains(".word") && !l.contains("pool")),
                     "d {d} {kv:?}: an undecodable word"
@@ -557,8 +545,8 @@ mod tests {
     fn neon_twin_saves_what_aapcs64_says_and_never_touches_x18() {
         let code = AttentionNeon.body(64, KvType::F16).expect("emits");
         for needle in ["stp x19, x20", "stp d8, d9", "ldp x27, x28", "ldp d14, d15"] {
-            assert!(code.listing.contains(needle), "{needle}");
+            assert!(weft_managed::listing(&code).contains(needle), "{needle}");
         }
-        assert!(!code.listing.contains("x18"));
+        assert!(!weft_managed::listing(&code).contains("x18"));
     }
 }

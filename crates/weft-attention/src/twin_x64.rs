@@ -202,7 +202,7 @@ unsafe impl Twin for AttentionX64 {
         let emitted = self.body(s.d, s.kv)?;
         Ok(NativeCode {
             isa: Isa::X86_64,
-            listing: emitted.listing.to_string(),
+            pool: None,
             bytes: emitted.bytes,
             loops: Vec::new(),
         })

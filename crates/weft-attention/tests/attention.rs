@@ -116,8 +116,8 @@ fn listings_are_snapshotted() {
     let offer = offer_for(&body_site(32, KvType::F32));
     for t in TWINS {
         let code = t.with_abi(weft_x64::Abi::SysV).emit(&offer).expect("emits");
-        insta::assert_snapshot!(t.name().replace('.', "_"), code.listing);
+        insta::assert_snapshot!(t.name().replace('.', "_"), weft_managed::listing(&code));
     }
     let code = AttentionNeon.emit(&offer).expect("emits");
-    insta::assert_snapshot!("attention_fused_twin_neon", code.listing);
+    insta::assert_snapshot!("attention_fused_twin_neon", weft_managed::listing(&code));
 }

@@ -58,7 +58,7 @@
 //!     0x75, 0xf7,             // jne 0
 //!     0xc3,                   // ret
 //! ];
-//! let code = NativeCode { isa: Isa::X86_64, bytes, listing: String::new(), loops: vec![] };
+//! let code = NativeCode { isa: Isa::X86_64, bytes, pool: None, loops: vec![] };
 //! let nest = [weft_kernel::LoopTrip { name: "i".into(), trips: 1000, depth: 0 }];
 //! let model = CostModel::with_table(TableId::Zen4);
 //! let offer = weft_cost::bare_offer(0, 0);

@@ -12,7 +12,7 @@ fn x64(build: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>) -> Nativ
     NativeCode {
         isa: Isa::X86_64,
         bytes: a.assemble(0).unwrap(),
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     }
 }
@@ -153,7 +153,7 @@ fn code_that_is_not_a_leaf_cfg_is_refused_by_name() {
     let empty = NativeCode {
         isa: Isa::X86_64,
         bytes: vec![],
-        listing: String::new(),
+        pool: None,
         loops: vec![],
     };
     assert_eq!(zen4(&empty, &[]).unwrap_err().name(), "empty-code");
@@ -303,7 +303,7 @@ mod a64 {
         NativeCode {
             isa: Isa::Aarch64,
             bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            listing: String::new(),
+            pool: None,
             loops: Vec::new(),
         }
     }

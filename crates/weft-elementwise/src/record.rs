@@ -176,11 +176,6 @@ impl Recorder {
     fn c32(&mut self, bits: u32) -> Val {
         self.push(Op::Const32(bits))
     }
-
-    /// The number of recorded operations.
-    pub(super) fn len(&self) -> usize {
-        self.ops.len()
-    }
 }
 
 impl Lanes for Recorder {

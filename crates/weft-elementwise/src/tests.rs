@@ -436,7 +436,7 @@ mod arm_tests {
         let native = weft_kernel::NativeCode {
             isa: weft_managed::arm_build::host_isa(),
             bytes: code.bytes,
-            listing: code.listing,
+            pool: None,
             loops: Vec::new(),
         };
         // SAFETY: the body above reads `len` f32s at `input`, writes `len`

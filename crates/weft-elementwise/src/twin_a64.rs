@@ -47,9 +47,8 @@
 //! [`Lanes`]: super::reference::Lanes
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
-use weft_a64::{d, decode, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
+use weft_a64::{d, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
 use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
@@ -86,6 +85,8 @@ const CALLEE_SAVED: [u8; 8] = [8, 9, 10, 11, 12, 13, 14, 15];
 struct Allocation {
     reg: Vec<Option<u8>>,
     callee_saved_used: Vec<u8>,
+    /// Most values live at once (the tests bound it).
+    #[cfg_attr(not(test), allow(dead_code))]
     max_live: usize,
 }
 
@@ -376,26 +377,10 @@ fn emit_body(rec: &Recorder) -> Result<NativeCode, String> {
             words.push(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
         }
     }
-    let mut listing = String::new();
-    for (i, wd) in words.iter().enumerate() {
-        let text = if i < code_words {
-            decode(*wd).map_or_else(|| format!(".word {wd:#010x}"), |inst| inst.to_string())
-        } else {
-            format!(".word {wd:#010x} // pool")
-        };
-        let _ = writeln!(listing, "{:5x}: {wd:08x}  {text}", 4 * i);
-    }
-    let _ = writeln!(
-        listing,
-        "// {} steps, {} values live at most, {} pool entries",
-        rec.len(),
-        alloc.max_live,
-        pool.entries.len()
-    );
     Ok(NativeCode {
         isa: Isa::Aarch64,
         bytes: words.iter().flat_map(|wd| wd.to_le_bytes()).collect(),
-        listing,
+        pool: Some(4 * code_words),
         // The loop runs len/2 times, which matches none of the offer's
         // LoopTrips (vector: len/4, tail: len%4): no annotation rather than
         // a wrong one; the cost model finds the loop in the bytes.
@@ -501,13 +486,16 @@ mod tests {
                 "code and pool are 16-byte aligned"
             );
             // Every word before the pool is an instruction weft-a64 decodes.
-            for line in code.listing.lines().filter(|l| !l.starts_with("//")) {
+            for line in weft_managed::listing(&code)
+                .lines()
+                .filter(|l| !l.starts_with("//"))
+            {
                 if line.ends_with("// pool") {
                     continue;
                 }
                 assert!(!line.contains(".word"), "{f:?}: undecodable word: {line}");
             }
-            assert!(code.listing.contains("ret"), "{f:?}");
+            assert!(weft_managed::listing(&code).contains("ret"), "{f:?}");
         }
     }
 

@@ -1315,7 +1315,7 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
         .map_or(0, |l| l.offset);
     Ok(NativeCode {
         isa: Isa::X86_64,
-        listing: emitted.listing.to_string(),
+        pool: None,
         bytes: emitted.bytes,
         loops: vec![LoopAnnotation {
             name: "elements".into(),

@@ -351,8 +351,11 @@ pub struct NativeCode {
     pub isa: Isa,
     /// The bytes; the entry point is offset 0.
     pub bytes: Vec<u8>,
-    /// Human-readable disassembly with offsets.
-    pub listing: String,
+    /// Where constant data begins, if the body carries a pool after its
+    /// instructions (the bytes from here on are data, never executed). The
+    /// listing of any body is derived from its bytes, in one format, by
+    /// `weft_managed::listing`.
+    pub pool: Option<usize>,
     /// Loops the emitter annotated (may be empty; the cost model finds loops itself).
     pub loops: Vec<LoopAnnotation>,
 }

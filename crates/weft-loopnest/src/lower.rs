@@ -1008,7 +1008,7 @@ mod tests {
         let native = NativeCode {
             isa: host_isa(),
             bytes: code.bytes,
-            listing: code.listing,
+            pool: None,
             loops: Vec::new(),
         };
         // SAFETY: the kernel reads x[0..n] and writes out[0], which the

@@ -76,7 +76,7 @@ fn every_family_offers_and_builds_at_smollm2_geometry() {
         assert!(offer.bytes_moved > 0);
         let code = e.arms[0].arm.build(&offer, host_isa()).expect("build");
         assert_eq!(code.isa, host_isa());
-        assert!(!code.bytes.is_empty() && !code.listing.is_empty());
+        assert!(!code.bytes.is_empty() && !weft_managed::listing(&code).is_empty());
     }
 }
 
@@ -200,7 +200,7 @@ fn every_twin_is_refused_as_no_checker() {
         let code = NativeCode {
             isa: host_isa(),
             bytes: vec![0xc3],
-            listing: String::new(),
+            pool: None,
             loops: Vec::new(),
         };
         let r = e.arms[0]
@@ -370,7 +370,7 @@ fn print_listings() {
             "== {} ({} bytes)\n{}",
             site.family,
             code.bytes.len(),
-            code.listing
+            weft_managed::listing(&code)
         );
     }
 }

@@ -48,7 +48,7 @@ pub fn build_native(
     Ok(NativeCode {
         isa,
         bytes: code.bytes,
-        listing: code.listing,
+        pool: None,
         loops: Vec::new(),
     })
 }

@@ -320,7 +320,7 @@ pub struct ArmCode {
     /// The machine code, exactly as Cranelift emitted it (constant pool
     /// included, at the end).
     pub bytes: Vec<u8>,
-    /// A disassembly: x64 via iced-x86 (Intel syntax), arm64 via weft-a64
+    /// A disassembly ([`listing_of`]): x64 via weft-x64 (Intel syntax), arm64 via weft-a64
     /// (words it does not know as `.word`).
     pub listing: String,
 }
@@ -365,15 +365,32 @@ impl PlacedArm {
 /// The listing of `code`: one instruction a line as `offset  bytes  text`
 /// (offset in hex, the instruction's bytes in memory order, then the
 /// instruction) — the one format for arms and twins on both ISAs.
+/// A body's constant pool (from [`NativeCode::pool`](weft_kernel::NativeCode::pool)
+/// on) is shown as `.word`s marked `pool`, never decoded as instructions.
 pub fn listing(code: &weft_kernel::NativeCode) -> String {
-    match code.isa {
-        weft_kernel::Isa::X86_64 => listing_of(Arch::X86_64, &code.bytes),
-        weft_kernel::Isa::Aarch64 => listing_of(Arch::Aarch64, &code.bytes),
-        weft_kernel::Isa::Other => String::new(),
+    let arch = match code.isa {
+        weft_kernel::Isa::X86_64 => Arch::X86_64,
+        weft_kernel::Isa::Aarch64 => Arch::Aarch64,
+        weft_kernel::Isa::Other => return String::new(),
+    };
+    let pool = code.pool.unwrap_or(code.bytes.len()).min(code.bytes.len());
+    let mut out = listing_of(arch, &code.bytes[..pool]);
+    for (i, w) in code.bytes[pool..].chunks(4).enumerate() {
+        let mut word = [0u8; 4];
+        word[..w.len()].copy_from_slice(w);
+        let word = u32::from_le_bytes(word);
+        let hex: Vec<String> = w.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = writeln!(
+            out,
+            "{:06x}  {:<32} .word {word:#010x} // pool",
+            pool + 4 * i,
+            hex.join(" ")
+        );
     }
+    out
 }
 
-/// [`listing`] of raw `bytes` for `arch`.
+/// [`listing`] of raw `bytes` for `arch`, all taken as instructions.
 pub fn listing_of(arch: Arch, bytes: &[u8]) -> String {
     let mut out = String::new();
     let mut line = |offset: usize, raw: &[u8], text: &str| {
@@ -382,18 +399,10 @@ pub fn listing_of(arch: Arch, bytes: &[u8]) -> String {
     };
     match arch {
         Arch::X86_64 => {
-            use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
-            let mut decoder = Decoder::with_ip(64, bytes, 0, DecoderOptions::NONE);
-            let mut fmt = IntelFormatter::new();
-            let mut text = String::new();
-            let mut ins = Instruction::default();
-            while decoder.can_decode() {
-                decoder.decode_out(&mut ins);
-                text.clear();
-                fmt.format(&ins, &mut text);
-                let start = ins.ip() as usize;
-                let end = (start + ins.len()).min(bytes.len());
-                line(start, &bytes[start..end], &text);
+            // weft-x64 decodes (Intel syntax, resynchronising after a bad
+            // byte); the line format is this function's.
+            for l in weft_x64::Listing::decode(bytes).lines {
+                line(l.offset, &l.bytes, &l.text);
             }
         }
         Arch::Aarch64 => {

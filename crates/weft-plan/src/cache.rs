@@ -43,7 +43,7 @@ use weft_kernel::{Checked, Geometry, LoopAnnotation, NativeCode, Refusal, Reside
 use crate::hash::ContentHash;
 
 /// The on-disk format; a file of another format is foreign.
-pub const CACHE_FORMAT: u32 = 4;
+pub const CACHE_FORMAT: u32 = 5;
 
 /// Builds whose saved bodies a file keeps (the current one and the most
 /// recent others, so two programs sharing a cache do not evict each other).
@@ -192,7 +192,7 @@ pub struct BodyKey {
 struct SavedBody {
     isa: Isa,
     bytes: Vec<u8>,
-    listing: String,
+    pool: Option<usize>,
     loops: Vec<LoopAnnotation>,
 }
 
@@ -201,7 +201,7 @@ impl SavedBody {
         SavedBody {
             isa: code.isa,
             bytes: code.bytes.clone(),
-            listing: code.listing.clone(),
+            pool: code.pool,
             loops: code.loops.clone(),
         }
     }
@@ -210,7 +210,7 @@ impl SavedBody {
         Arc::new(NativeCode {
             isa: self.isa,
             bytes: self.bytes,
-            listing: self.listing,
+            pool: self.pool,
             loops: self.loops,
         })
     }
@@ -755,7 +755,7 @@ mod tests {
         Arc::new(NativeCode {
             isa: Isa::X86_64,
             bytes: vec![n, 0xc3],
-            listing: format!("body {n}"),
+            pool: None,
             loops: vec![LoopAnnotation {
                 name: "rows".into(),
                 head: 0,

@@ -91,7 +91,7 @@ unsafe impl Twin for Lazy {
         Ok(NativeCode {
             isa: Isa::of_target(),
             bytes,
-            listing: "ret".to_owned(),
+            pool: None,
             loops: Vec::new(),
         })
     }

@@ -372,7 +372,11 @@ fn arm_uses_vnni_dot_on_vnni_hosts() {
     let offer = offer_for(1, 32, 1).expect("offer");
     let code = Q8MatvecArm.build(&offer, host.isa).expect("build");
     if host.has(weft_kernel::Feature::AvxVnni) || host.has(weft_kernel::Feature::Avx512vnni) {
-        assert!(code.listing.contains("vpdpbusd"), "{}", code.listing);
+        assert!(
+            weft_managed::listing(&code).contains("vpdpbusd"),
+            "{}",
+            weft_managed::listing(&code)
+        );
     }
 }
 
@@ -821,5 +825,5 @@ fn q8_0_arm_listing() {
     let code = Q8MatvecArm
         .build(&offer, weft_kernel::Host::detect().isa)
         .expect("build");
-    println!("{}", code.listing);
+    println!("{}", weft_managed::listing(&code));
 }

@@ -42,10 +42,8 @@
 //! `fcvt` against a dozen integer operations), two rows per pass and a
 //! loop with no spills.
 
-use std::fmt::Write as _;
-
 use weft_a64::{
-    d, decode, h, mem, q, s, v, x, Assembler, Cond, EncodeError, Gpr, Inst, Label, Op, SP, XZR,
+    d, h, mem, q, s, v, x, Assembler, Cond, EncodeError, Gpr, Inst, Label, Op, SP, XZR,
 };
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
@@ -60,18 +58,12 @@ pub(super) fn emit_refusal(twin: &str, e: EncodeError) -> Refusal {
     }
 }
 
-/// The words as [`NativeCode`], with a listing (offset, word, text; a word
-/// weft-a64 cannot decode is shown as `.word`, which tests refuse).
+/// The words as [`NativeCode`] (no pool: every word is an instruction).
 pub(super) fn native(words: &[u32], loops: Vec<LoopAnnotation>) -> NativeCode {
-    let mut listing = String::new();
-    for (i, wd) in words.iter().enumerate() {
-        let text = decode(*wd).map_or_else(|| format!(".word {wd:#010x}"), |inst| inst.to_string());
-        let _ = writeln!(listing, "{:5x}: {wd:08x}  {text}", 4 * i);
-    }
     NativeCode {
         isa: Isa::Aarch64,
         bytes: words.iter().flat_map(|wd| wd.to_le_bytes()).collect(),
-        listing,
+        pool: None,
         loops,
     }
 }

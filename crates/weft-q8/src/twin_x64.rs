@@ -272,7 +272,7 @@ unsafe impl Twin for Q8MatvecX64 {
         }
         Ok(NativeCode {
             isa: Isa::X86_64,
-            listing: emitted.listing.to_string(),
+            pool: None,
             bytes: emitted.bytes,
             loops,
         })

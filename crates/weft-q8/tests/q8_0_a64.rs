@@ -91,8 +91,12 @@ fn every_arm64_twin_emits_and_every_word_decodes() {
             "{}",
             twin.name()
         );
-        assert!(!code.listing.contains(".word"), "{}", twin.name());
-        assert_eq!(code.listing.lines().count(), texts.len());
+        assert!(
+            !weft_managed::listing(&code).contains(".word"),
+            "{}",
+            twin.name()
+        );
+        assert_eq!(weft_managed::listing(&code).lines().count(), texts.len());
         // The block loops are annotated: head before back edge, in the body.
         assert!(!code.loops.is_empty(), "{}", twin.name());
         for l in &code.loops {
@@ -203,13 +207,16 @@ fn sdot_twins_compute_every_block_with_two_sdot_per_row() {
 #[test]
 fn listing_of_the_one_row_sdot_twin() {
     let code = Q8MatvecSdot::new(1).body().expect("emits");
-    insta::assert_snapshot!("q8_0_matvec_twin_sdot_r1", code.listing);
+    insta::assert_snapshot!("q8_0_matvec_twin_sdot_r1", weft_managed::listing(&code));
 }
 
 #[test]
 fn listing_of_the_one_pair_smmla_twin() {
     let code = Q8Rows2A64::new(Dot::Smmla, 1).body().expect("emits");
-    insta::assert_snapshot!("q8_0_matvec_twin_rows2_smmla_r2", code.listing);
+    insta::assert_snapshot!(
+        "q8_0_matvec_twin_rows2_smmla_r2",
+        weft_managed::listing(&code)
+    );
 }
 
 #[test]
@@ -395,7 +402,11 @@ mod on_aarch64 {
         let offer = offer_for(1, 32, 1).expect("offer");
         let code = arm::Q8MatvecArm.build(&offer, host.isa).expect("build");
         if host.has(Feature::Dotprod) {
-            assert!(code.listing.contains(" sdot "), "{}", code.listing);
+            assert!(
+                weft_managed::listing(&code).contains(" sdot "),
+                "{}",
+                weft_managed::listing(&code)
+            );
         }
     }
 

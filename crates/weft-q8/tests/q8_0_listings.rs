@@ -21,7 +21,7 @@ fn quantize_x64_twin_listings() {
 #[test]
 fn quantize_neon_twin_listing() {
     let code = QuantizeNeon.body().expect("emits");
-    insta::assert_snapshot!("q8_0_quantize_twin_neon", code.listing);
+    insta::assert_snapshot!("q8_0_quantize_twin_neon", weft_managed::listing(&code));
 }
 
 #[test]

@@ -147,7 +147,7 @@ fn code(body: Body) -> NativeCode {
     NativeCode {
         isa: Isa::X86_64,
         bytes: emit(body).expect("toy body assembles"),
-        listing: String::new(),
+        pool: None,
         loops: Vec::new(),
     }
 }

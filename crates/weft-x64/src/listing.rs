@@ -33,8 +33,9 @@ pub struct Listing {
     pub lines: Vec<ListingLine>,
 }
 
-/// Width of the bytes column in [`Listing`]'s `Display`.
-const BYTES_COLUMN: usize = 30;
+/// Width of the bytes column in [`Listing`]'s `Display` (the same columns
+/// as `weft_managed::listing`, which renders every body's listing).
+const BYTES_COLUMN: usize = 32;
 
 impl Listing {
     /// Decodes `bytes` as 64-bit code starting at offset 0.
@@ -89,7 +90,7 @@ impl fmt::Display for ListingLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let hex: Vec<String> = self.bytes.iter().map(|b| format!("{b:02x}")).collect();
         let hex = hex.join(" ");
-        write!(f, "{:04x}  {hex:<BYTES_COLUMN$} {}", self.offset, self.text)
+        write!(f, "{:06x}  {hex:<BYTES_COLUMN$} {}", self.offset, self.text)
     }
 }
 

@@ -323,7 +323,7 @@ fn listing_format_is_offset_bytes_text() {
     let emitted = e.finish().expect("finish");
     let text = emitted.listing.to_string();
     let first = text.lines().next().expect("a line");
-    assert_eq!(first, format!("0000  55{}push rbp", " ".repeat(29)));
+    assert_eq!(first, format!("000000  55{}push rbp", " ".repeat(31)));
     assert_eq!(emitted.listing.lines[1].offset, 1);
     assert_eq!(emitted.listing.lines[1].bytes.len(), 10);
     assert_eq!(

@@ -428,12 +428,20 @@ fn quantised_activations_feed_the_matvec_unchanged() {
 fn neon_twin_emits_on_any_host_and_every_word_decodes() {
     let code = twin_a64::QuantizeNeon.body().expect("emits");
     assert_eq!(code.isa, weft_kernel::Isa::Aarch64);
-    assert!(!code.listing.contains(".word"), "{}", code.listing);
+    assert!(
+        !weft_managed::listing(&code).contains(".word"),
+        "{}",
+        weft_managed::listing(&code)
+    );
     for needed in ["fcvtn", "fcvtas", "fcsel", "xtn2", "ret"] {
-        assert!(code.listing.contains(needed), "{needed}: {}", code.listing);
+        assert!(
+            weft_managed::listing(&code).contains(needed),
+            "{needed}: {}",
+            weft_managed::listing(&code)
+        );
     }
     // v8–v15 are callee-saved under AAPCS64: never written.
-    for line in code.listing.lines() {
+    for line in weft_managed::listing(&code).lines() {
         let dest = line.split_whitespace().nth(3).unwrap_or("");
         for r in 8..16 {
             for p in ["v", "s", "d", "q", "h"] {

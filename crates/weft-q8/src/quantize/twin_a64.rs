@@ -49,7 +49,7 @@ const ONE: u8 = 30;
 const ZERO: u8 = 31;
 
 /// The body and the word offsets of its loop head and back edge.
-fn body() -> Result<(Vec<u32>, String, usize, usize), EncodeError> {
+fn body() -> Result<(Vec<u32>, usize, usize), EncodeError> {
     let mut a = Assembler::new();
     let (top, merge, slow, done) = (a.new_label(), a.new_label(), a.new_label(), a.new_label());
     a.ldr(x(PX), mem(x(ARGS)).off(i64::from(offsets::X)))?;
@@ -133,25 +133,19 @@ fn body() -> Result<(Vec<u32>, String, usize, usize), EncodeError> {
     }
     a.b(merge)?;
     let words = a.finish()?;
-    let mut listing = String::new();
-    for (i, wd) in words.iter().enumerate() {
-        let text = weft_a64::decode(*wd)
-            .map_or_else(|| format!(".word {wd:#010x}"), |inst| inst.to_string());
-        listing.push_str(&format!("{:5x}: {wd:08x}  {text}\n", 4 * i));
-    }
-    Ok((words, listing, head, back))
+    Ok((words, head, back))
 }
 
 impl QuantizeNeon {
     /// The body (independent of the offer's geometry).
     pub fn body(&self) -> Result<NativeCode, Refusal> {
-        let (words, listing, head, back) = body().map_err(|e| Refusal::EmitError {
+        let (words, head, back) = body().map_err(|e| Refusal::EmitError {
             message: format!("{}: {e}", Twin::name(self)),
         })?;
         Ok(NativeCode {
             isa: Isa::Aarch64,
             bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            listing,
+            pool: None,
             loops: vec![LoopAnnotation {
                 name: "blocks".to_owned(),
                 head: 4 * head,

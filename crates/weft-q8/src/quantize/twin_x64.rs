@@ -122,7 +122,7 @@ unsafe impl Twin for QuantizeX64 {
         let (emitted, (head, back_edge)) = self.emit_body()?;
         Ok(NativeCode {
             isa: Isa::X86_64,
-            listing: emitted.listing.to_string(),
+            pool: None,
             bytes: emitted.bytes,
             loops: vec![LoopAnnotation {
                 name: "blocks".to_owned(),
