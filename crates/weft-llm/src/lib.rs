@@ -5,7 +5,9 @@
 //! ([`Model::open`], Q4_1 re-quantised to Q8_0 as llama.cpp does), or the
 //! embedded synthetic model of the same shape ([`Model::embedded`]) — into
 //! an [`Engine`] that feeds tokens through a compiled plan and returns
-//! logits.
+//! logits. [`source`] finds the model a user asks for ([`Choice`]): a
+//! file, SmolLM2-135M-Instruct in the user's cache (fetched once), or the
+//! embedded one.
 //!
 //! Invariants:
 //!
@@ -19,21 +21,25 @@
 //!   `WEFT_NATIVE_EMIT=off` and `on`, on any number of threads.
 //! - **The reference is independent.** [`mod@reference`] evaluates the same
 //!   model in f64 plain loops; the plan differs from it only by rounding.
-//! - **Bad input is a named error** ([`ModelError`], [`EngineError`]):
-//!   malformed files, shapes the forward pass does not serve, unknown
-//!   tokens, a full context; nothing panics on input.
+//! - **Bad input is a named error** ([`ModelError`], [`EngineError`],
+//!   [`SourceError`]): a missing or malformed file, shapes the forward
+//!   pass does not serve, unknown tokens, a full context; nothing panics
+//!   on input. Every message begins with its error's stable kebab-case
+//!   name (`name()`), then `: ` and a sentence.
 
 mod config;
 pub mod engine;
 pub mod load;
 mod model;
 pub mod reference;
+pub mod source;
 pub mod synthetic;
 pub mod weights;
 
 pub use config::Config;
 pub use engine::{Engine, EngineError};
 pub use model::{Model, Source};
+pub use source::{Choice, SourceError};
 pub use weights::{Layer, Q8Matrix, Weights};
 
 /// Why a model could not be loaded or run.
@@ -66,4 +72,179 @@ pub enum ModelError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl ModelError {
+    /// A stable name for each variant, as its message begins (the GGUF
+    /// reader's own name for [`ModelError::Gguf`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModelError::Shape { .. } => "bad-shape",
+            ModelError::Gguf { source } => source.name(),
+            ModelError::Tokenizer { .. } => "bad-tokenizer",
+            ModelError::Config { .. } => "bad-config",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::PathBuf;
+
+    use weft_kernel::Refusal;
+    use weft_plan::PlanError;
+
+    use crate::{EngineError, ModelError, SourceError};
+
+    /// Lowercase ASCII letters, digits and inner single hyphens.
+    fn kebab(name: &str) -> bool {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !name.starts_with('-')
+            && !name.ends_with('-')
+            && !name.contains("--")
+    }
+
+    fn speaks_the_dialect(name: &str, message: &str) {
+        assert!(kebab(name), "{name:?} is not a kebab-case name");
+        let sentence = message
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(": "))
+            .unwrap_or_else(|| panic!("{message:?} does not begin with `{name}: `"));
+        assert!(!sentence.trim().is_empty(), "{message:?} says nothing");
+    }
+
+    fn model_errors() -> Vec<ModelError> {
+        vec![
+            ModelError::Shape {
+                tensor: "blk.0.attn_k.weight".into(),
+                reason: "64×128, expected 128×128".into(),
+            },
+            ModelError::Gguf {
+                source: weft_gguf::GgufError::MissingKey {
+                    key: "llama.block_count".into(),
+                },
+            },
+            ModelError::Tokenizer {
+                reason: "vocabulary of 0 tokens is empty or too large".into(),
+            },
+            ModelError::Config {
+                reason: "dim is 0".into(),
+            },
+        ]
+    }
+
+    /// One value of every variant of every error enum of the crate: each
+    /// message is its stable name, `: `, then a sentence. The matches are
+    /// exhaustive, so a new variant does not compile until it is listed.
+    #[test]
+    fn every_error_message_begins_with_its_kebab_case_name() {
+        let models = model_errors();
+        let seen: BTreeSet<_> = models
+            .iter()
+            .map(|e| match e {
+                ModelError::Shape { .. } => 0,
+                ModelError::Gguf { .. } => 1,
+                ModelError::Tokenizer { .. } => 2,
+                ModelError::Config { .. } => 3,
+            })
+            .collect();
+        assert_eq!(seen.len(), 4, "every ModelError variant");
+
+        let engines = vec![
+            EngineError::Plan {
+                source: PlanError::Internal {
+                    what: "a site without a body",
+                },
+            },
+            EngineError::Refused {
+                site: "blk.*.rope",
+                refusal: Refusal::UnsupportedGeometry {
+                    reason: "rope dims 70 exceed head dim 64".into(),
+                },
+            },
+            EngineError::MissingTensor {
+                site: "blk.*.attn_k",
+                tensor: "blk.*.attn_k.weight",
+            },
+            EngineError::ContextFull {
+                needed: 3,
+                max_seq: 2,
+            },
+            EngineError::BadToken { id: 9, vocab: 8 },
+            EngineError::EmptyPrompt,
+        ];
+        let seen: BTreeSet<_> = engines
+            .iter()
+            .map(|e| match e {
+                EngineError::Plan { .. } => 0,
+                EngineError::Refused { .. } => 1,
+                EngineError::MissingTensor { .. } => 2,
+                EngineError::ContextFull { .. } => 3,
+                EngineError::BadToken { .. } => 4,
+                EngineError::EmptyPrompt => 5,
+            })
+            .collect();
+        assert_eq!(seen.len(), 6, "every EngineError variant");
+
+        let path = PathBuf::from("models/smol.gguf");
+        let sources = vec![
+            SourceError::NotFound { path: path.clone() },
+            SourceError::Unreadable {
+                path,
+                source: ModelError::Config {
+                    reason: "architecture `gpt2` is not `llama`".into(),
+                },
+            },
+            SourceError::Embedded {
+                source: ModelError::Config {
+                    reason: "max_seq is 0".into(),
+                },
+            },
+            SourceError::Fetch {
+                source: weft_fetch::FetchError::NoCacheDir,
+            },
+        ];
+        let seen: BTreeSet<_> = sources
+            .iter()
+            .map(|e| match e {
+                SourceError::NotFound { .. } => 0,
+                SourceError::Unreadable { .. } => 1,
+                SourceError::Embedded { .. } => 2,
+                SourceError::Fetch { .. } => 3,
+            })
+            .collect();
+        assert_eq!(seen.len(), 4, "every SourceError variant");
+
+        for e in &models {
+            speaks_the_dialect(e.name(), &e.to_string());
+        }
+        for e in &engines {
+            speaks_the_dialect(e.name(), &e.to_string());
+        }
+        for e in &sources {
+            speaks_the_dialect(e.name(), &e.to_string());
+        }
+    }
+
+    /// A wrapping error names itself once and keeps its cause's name in
+    /// the sentence, never the same name twice.
+    #[test]
+    fn wrapped_errors_name_themselves_once_and_keep_the_cause_named() {
+        let e = EngineError::Plan {
+            source: PlanError::Internal { what: "x" },
+        };
+        assert_eq!(e.to_string(), "internal: x");
+        let e = EngineError::Refused {
+            site: "blk.*.rope",
+            refusal: Refusal::UnsupportedGeometry { reason: "r".into() },
+        };
+        assert_eq!(
+            e.to_string(),
+            "site-refused: blk.*.rope: unsupported-geometry: r"
+        );
+    }
 }

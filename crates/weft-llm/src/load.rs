@@ -64,6 +64,12 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
     Ok(config)
 }
 
+/// A tensor's extent for a message: the number, or `no` if the tensor
+/// has no such dimension.
+fn extent(d: Option<&u64>) -> String {
+    d.map_or_else(|| "no".to_owned(), u64::to_string)
+}
+
 /// The metadata that sizes allocations (blocks, width, feed-forward width,
 /// heads, vocabulary) must agree with the tensors the file actually holds,
 /// checked before anything is allocated from it: a file claiming 2^31
@@ -107,14 +113,17 @@ fn check_against_tensors(g: &Gguf, c: &Config) -> Result<(), ModelError> {
         return Err(claim(
             "llama.embedding_length",
             c.dim,
-            format!("token_embd.weight has rows of {:?}", embd.first()),
+            format!(
+                "token_embd.weight has rows of {} values",
+                extent(embd.first())
+            ),
         ));
     }
     if embd.get(1) != Some(&(c.vocab as u64)) {
         return Err(claim(
             "a vocabulary of",
             c.vocab,
-            format!("token_embd.weight has {:?} rows", embd.get(1)),
+            format!("token_embd.weight has {} rows", extent(embd.get(1))),
         ));
     }
     let up = dims("blk.0.ffn_up.weight")?;
@@ -122,7 +131,7 @@ fn check_against_tensors(g: &Gguf, c: &Config) -> Result<(), ModelError> {
         return Err(claim(
             "llama.feed_forward_length",
             c.hidden,
-            format!("blk.0.ffn_up.weight has {:?} rows", up.get(1)),
+            format!("blk.0.ffn_up.weight has {} rows", extent(up.get(1))),
         ));
     }
     let q = dims("blk.0.attn_q.weight")?;
@@ -133,9 +142,9 @@ fn check_against_tensors(g: &Gguf, c: &Config) -> Result<(), ModelError> {
             "heads/kv_heads",
             c.heads,
             format!(
-                "attn_q has {:?} rows and attn_k {:?} (want {} and {kv_rows} for {} kv heads)",
-                q.get(1),
-                k.get(1),
+                "attn_q has {} rows and attn_k {} (want {} and {kv_rows} for {} kv heads)",
+                extent(q.get(1)),
+                extent(k.get(1)),
                 c.dim,
                 c.kv_heads
             ),

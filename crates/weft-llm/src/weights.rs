@@ -7,6 +7,10 @@ use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
 use crate::{Config, ModelError};
 
+/// How a block's tensor names begin when they stand for every block:
+/// `blk.*.attn_k.weight` is `blk.N.attn_k.weight` of each block `N`.
+pub const BLOCK: &str = "blk.*.";
+
 /// A `rows × cols` Q8_0 matrix: GGUF's row-major blocks.
 #[derive(Clone)]
 pub struct Q8Matrix {
@@ -159,6 +163,44 @@ impl Weights {
             shape(&n("ffn_down"), &l.w_down, c.dim, c.hidden)?;
         }
         Ok(())
+    }
+
+    /// The matrix GGUF names `tensor`: a model-wide one
+    /// (`token_embd.weight`, `output.weight`) or, with `blk.*.` standing
+    /// for block `layer`, one of a block's (`blk.*.attn_k.weight`). None
+    /// for any other name, or a block past the last.
+    pub fn matrix(&self, tensor: &str, layer: usize) -> Option<&Q8Matrix> {
+        match tensor {
+            "token_embd.weight" => return Some(&self.embed),
+            "output.weight" => return Some(&self.output),
+            _ => {}
+        }
+        let l = self.layers.get(layer)?;
+        match tensor.strip_prefix(BLOCK)? {
+            "attn_q.weight" => Some(&l.wq),
+            "attn_k.weight" => Some(&l.wk),
+            "attn_v.weight" => Some(&l.wv),
+            "attn_output.weight" => Some(&l.wo),
+            "ffn_gate.weight" => Some(&l.w_gate),
+            "ffn_up.weight" => Some(&l.w_up),
+            "ffn_down.weight" => Some(&l.w_down),
+            _ => None,
+        }
+    }
+
+    /// The norm vector GGUF names `tensor` (`output_norm.weight`, or
+    /// `blk.*.attn_norm.weight` and `blk.*.ffn_norm.weight` of block
+    /// `layer`), as [`Weights::matrix`] names matrices.
+    pub fn vector(&self, tensor: &str, layer: usize) -> Option<&[f32]> {
+        if tensor == "output_norm.weight" {
+            return Some(&self.output_norm);
+        }
+        let l = self.layers.get(layer)?;
+        match tensor.strip_prefix(BLOCK)? {
+            "attn_norm.weight" => Some(&l.attn_norm),
+            "ffn_norm.weight" => Some(&l.ffn_norm),
+            _ => None,
+        }
     }
 
     /// Bytes of Q8_0 weights one decode step streams.
