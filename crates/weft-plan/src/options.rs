@@ -42,7 +42,7 @@ impl Pricer for weft_cost::CostModel {
 /// Where verdicts and races are kept between processes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CacheLocation {
-    /// The user's cache directory ([`PlanCache::default_path`]).
+    /// The user's cache directory ([`crate::PlanCache::default_path`]).
     #[default]
     Default,
     /// This file.
