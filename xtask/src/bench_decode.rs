@@ -10,12 +10,13 @@
 //! which goes first; each count reports the median of its rounds. A last,
 //! untimed-for-the-summary round at 1 thread records time per site.
 //!
-//! With `--peer=LLAMA_BENCH --peer-model=FILE`, llama.cpp's `llama-bench`
-//! (built by the user; nothing of llama.cpp is in this repository) runs in
+//! With `--peer`, llama.cpp's `llama-bench` (built by `cargo xtask peer`
+//! into `target/peer/`; nothing of llama.cpp is in this repository) runs in
 //! the same rounds, interleaved with ours: `-p 0 -n 64 -r 1` at 1 and 2
-//! threads on `FILE`, the same model in Q8_0 (`llama-quantize
-//! --allow-requantize SmolLM2-135M-Instruct.Q4_1.gguf FILE Q8_0` gives the
-//! weights our loader gives). Its rate is its own `avg_ts`; the line
+//! threads on the same model in Q8_0 (`cargo xtask peer quantize`: the
+//! peer's own `llama-quantize --allow-requantize … Q8_0`, the weights our
+//! loader gives). `--peer=LLAMA_BENCH --peer-model=FILE` name others. The
+//! peer is never compared with the embedded model (`--offline`). Its rate is its own `avg_ts`; the line
 //! `bench decode peer: …` gives the peer's medians and our ratios to them.
 //!
 //! With `--neighbour`, a busy neighbour (`sh -c 'while :; do :; done'`,
@@ -84,11 +85,27 @@ impl Peer {
             args.iter()
                 .find_map(|a| a.strip_prefix(key).map(PathBuf::from))
         };
-        match (value("--peer="), value("--peer-model=")) {
-            (None, None) => Ok(None),
-            (Some(bench), Some(model)) => Ok(Some(Peer { bench, model })),
-            _ => Err("bench decode: --peer=LLAMA_BENCH and --peer-model=FILE go together".into()),
+        let bench = match (value("--peer="), args.iter().any(|a| a == "--peer")) {
+            (Some(bench), _) => bench,
+            (None, true) => crate::peer::program("llama-bench"),
+            (None, false) if value("--peer-model=").is_some() => {
+                return Err("bench decode: --peer-model needs --peer".into())
+            }
+            (None, false) => return Ok(None),
+        };
+        let model = value("--peer-model=").unwrap_or_else(crate::peer::q8_0_model);
+        for (what, path, how) in [
+            ("llama-bench", &bench, "cargo xtask peer"),
+            ("the Q8_0 model", &model, "cargo xtask peer quantize"),
+        ] {
+            if !path.exists() {
+                return Err(format!(
+                    "bench decode: {what} {} is missing; `{how}` makes it",
+                    path.display()
+                ));
+            }
         }
+        Ok(Some(Peer { bench, model }))
     }
 
     /// One generation of [`TOKENS`] tokens on `threads` threads; tokens/s.
@@ -163,6 +180,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
     let with_neighbour = args.iter().any(|a| a == "--neighbour");
     let peer = Peer::from_args(args)?;
+    if offline && peer.is_some() {
+        return Err(
+            "bench decode: --peer times llama.cpp on SmolLM2; it cannot be compared with the embedded synthetic model (--offline)"
+                .into(),
+        );
+    }
     let max_seq = 256;
     let model = if offline {
         None

@@ -27,6 +27,7 @@ mod cycles;
 #[cfg(feature = "mpfr")]
 mod exhaustive;
 mod fetch_model;
+mod peer;
 
 /// Contributor commands of the Weft workspace.
 #[derive(Parser, Debug, PartialEq, Eq)]
@@ -73,6 +74,12 @@ enum Command {
     },
     /// Fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache; print its path and metadata.
     FetchModel,
+    /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
+    Peer {
+        /// `quantize`: the SmolLM2 file re-quantised to Q8_0 by llama-quantize.
+        #[arg(value_enum)]
+        step: Option<PeerStep>,
+    },
     /// Time each instruction class on this host next to its port-table row (x86-64).
     CostCalibrate {
         /// A port table being drafted, used whatever its match line says.
@@ -125,10 +132,10 @@ struct DecodeArgs {
     /// Every timed round beside a process spinning on one core.
     #[arg(long)]
     neighbour: bool,
-    /// llama.cpp's llama-bench, run in the same rounds (with --peer-model).
-    #[arg(long, value_name = "LLAMA_BENCH", requires = "peer_model")]
-    peer: Option<String>,
-    /// The same model re-quantised to Q8_0, for --peer.
+    /// llama.cpp's llama-bench, run in the same rounds (default: the one `cargo xtask peer` built).
+    #[arg(long, value_name = "LLAMA_BENCH", num_args = 0..=1)]
+    peer: Option<Option<String>>,
+    /// The Q8_0 model llama.cpp times (default: the one `cargo xtask peer quantize` wrote).
     #[arg(long, value_name = "Q8_0.gguf", requires = "peer")]
     peer_model: Option<String>,
 }
@@ -159,6 +166,13 @@ enum Func {
     Erf,
 }
 
+/// The steps of `cargo xtask peer` that run alone.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PeerStep {
+    /// Re-quantise the SmolLM2 file to Q8_0 with the peer's llama-quantize.
+    Quantize,
+}
+
 /// The sections of `bench q8-matvec` that can run alone.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Q8Section {
@@ -186,6 +200,7 @@ const COMMANDS: &[&str] = &[
     "bench plan",
     "bench q8-matvec",
     "fetch-model",
+    "peer",
     "cost-calibrate",
     "cost-accuracy",
 ];
@@ -199,6 +214,7 @@ impl Command {
             Command::Exhaustive { .. } => "exhaustive",
             Command::Bench { .. } => "bench",
             Command::FetchModel => "fetch-model",
+            Command::Peer { .. } => "peer",
             Command::CostCalibrate { .. } => "cost-calibrate",
             Command::CostAccuracy { .. } => "cost-accuracy",
         }
@@ -232,7 +248,11 @@ impl Command {
                     Bench::Decode(d) => v.extend([
                         flag(d.offline, "offline"),
                         flag(d.neighbour, "neighbour"),
-                        value(&d.peer, "peer"),
+                        match &d.peer {
+                            Some(Some(p)) => Some(format!("--peer={p}")),
+                            Some(None) => Some("--peer".into()),
+                            None => None,
+                        },
                         value(&d.peer_model, "peer-model"),
                     ]),
                     Bench::Plan(p) => v.extend([
@@ -246,6 +266,7 @@ impl Command {
                 v
             }
             Command::FetchModel => vec![],
+            Command::Peer { step } => vec![step.as_ref().map(value_name)],
             Command::CostCalibrate { table, word } => vec![value(table, "table"), word.clone()],
             Command::CostAccuracy { quick, only } => {
                 vec![flag(*quick, "quick"), value(only, "only")]
@@ -261,7 +282,7 @@ impl Command {
             Command::CostCalibrate { .. } | Command::CostAccuracy { .. } => {
                 cfg!(target_arch = "x86_64")
             }
-            Command::CheckEncodings { .. } | Command::FetchModel => false,
+            Command::CheckEncodings { .. } | Command::FetchModel | Command::Peer { .. } => false,
         }
     }
 }
@@ -329,6 +350,7 @@ fn run(command: &Command) -> Result<(), String> {
             Bench::Q8Matvec { .. } => bench_q8::run(&args),
         },
         Command::FetchModel => fetch_model::run(&args),
+        Command::Peer { .. } => peer::run(&args),
         #[cfg(target_arch = "x86_64")]
         Command::CostCalibrate { .. } => cost_calibrate::run(&args),
         #[cfg(target_arch = "x86_64")]
@@ -456,7 +478,8 @@ mod tests {
             "bench nonesuch",
             "bench attention extra",
             "bench q8-matvec prefill",
-            "bench decode --peer=llama-bench",
+            "bench decode --peer-model=x.gguf",
+            "peer frobnicate",
             "bench plan --sites=many",
             "exhaustive",
             "exhaustive sin",

@@ -1,0 +1,191 @@
+//! `cargo xtask peer [quantize]`: build the llama.cpp peer that benches and
+//! references are measured against, from the copy vendored in the
+//! llama-cpp-python source package (pinned to [`LLAMA_CPP_PYTHON`]), into
+//! `target/peer/` with CMake. Nothing here is committed; anyone can rebuild
+//! the same peer.
+//!
+//! - `peer`: `pip download` the sdist (only that package from source; its
+//!   build tools come as wheels), unpack it, configure llama.cpp for this
+//!   host (`GGML_NATIVE`, Release, static, no network code) and build
+//!   `llama-bench`, `llama-simple` and `llama-quantize` into
+//!   `target/peer/bin/`. Idempotent: a finished step is not redone.
+//! - `peer quantize`: the SmolLM2 file re-quantised to Q8_0 by llama.cpp's
+//!   own `llama-quantize` (`target/peer/SmolLM2-135M-Instruct.Q8_0.gguf`),
+//!   the model `bench decode --peer` times llama.cpp on.
+//!
+//! Needs python3 with pip, cmake (≥ 3.14) and a C++ compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The llama-cpp-python release whose vendored llama.cpp is the peer.
+pub const LLAMA_CPP_PYTHON: &str = "0.3.36";
+
+/// The programs built.
+const PROGRAMS: &[&str] = &["llama-bench", "llama-simple", "llama-quantize"];
+
+/// `target/peer/` of this workspace.
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("target/peer")
+}
+
+/// The peer's `program` (built by `cargo xtask peer`).
+pub fn program(program: &str) -> PathBuf {
+    dir().join("bin").join(program)
+}
+
+/// The Q8_0 model `peer quantize` writes.
+pub fn q8_0_model() -> PathBuf {
+    dir().join("SmolLM2-135M-Instruct.Q8_0.gguf")
+}
+
+/// Run the command.
+pub fn run(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        None => build(),
+        Some("quantize") => quantize(),
+        Some(other) => Err(format!("peer: unknown step `{other}` (only `quantize`)")),
+    }
+}
+
+fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {
+    eprintln!("peer: {what}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("peer: cannot start {what}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("peer: {what} failed ({status})"))
+    }
+}
+
+fn build() -> Result<(), String> {
+    let dir = dir();
+    let dl = dir.join("dl");
+    let sdist = dl.join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"));
+    if !sdist.exists() {
+        std::fs::create_dir_all(&dl).map_err(|e| format!("peer: {}: {e}", dl.display()))?;
+        run_step(
+            &format!("pip download llama-cpp-python=={LLAMA_CPP_PYTHON} (source package)"),
+            Command::new("python3")
+                .args(["-m", "pip", "download", "--no-deps"])
+                .args(["--no-binary", "llama-cpp-python"])
+                .arg(format!("llama-cpp-python=={LLAMA_CPP_PYTHON}"))
+                .arg("-d")
+                .arg(&dl),
+        )?;
+    }
+    let src = dir.join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}"));
+    let llama = src.join("vendor/llama.cpp");
+    if !llama.join("CMakeLists.txt").exists() {
+        run_step(
+            "unpack the source package",
+            Command::new("tar")
+                .arg("xzf")
+                .arg(&sdist)
+                .arg("-C")
+                .arg(&dir),
+        )?;
+    }
+    let build = dir.join("build");
+    run_step(
+        "cmake configure llama.cpp",
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&llama)
+            .arg("-B")
+            .arg(&build)
+            .args([
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DGGML_NATIVE=ON",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DLLAMA_CURL=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_SERVER=OFF",
+            ]),
+    )?;
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    run_step(
+        &format!("cmake build {}", PROGRAMS.join(", ")),
+        Command::new("cmake")
+            .arg("--build")
+            .arg(&build)
+            .args(["-j", &jobs.to_string(), "--target"])
+            .args(PROGRAMS),
+    )?;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).map_err(|e| format!("peer: {}: {e}", bin.display()))?;
+    for p in PROGRAMS {
+        let from = build.join("bin").join(p);
+        std::fs::copy(&from, bin.join(p))
+            .map_err(|e| format!("peer: copy {}: {e}", from.display()))?;
+    }
+    println!("peer: llama.cpp as vendored in llama-cpp-python {LLAMA_CPP_PYTHON}");
+    println!("peer: {}", vendored_version(&llama));
+    for p in PROGRAMS {
+        println!("peer: {}", bin.join(p).display());
+    }
+    Ok(())
+}
+
+/// What the source package says about the llama.cpp it vendors. The sdist
+/// carries no git metadata (its `vendor/llama.cpp/.git` points into a
+/// repository that is not shipped), so the commit is said to be unknown
+/// rather than guessed; the ggml version is in the sources.
+fn vendored_version(llama: &Path) -> String {
+    let commit = std::fs::read_to_string(llama.join(".git"))
+        .ok()
+        .and_then(|g| {
+            let dir = llama.join(g.trim().strip_prefix("gitdir: ")?);
+            std::fs::read_to_string(dir.join("HEAD")).ok()
+        })
+        .map_or_else(
+            || "vendored commit: not recorded in the source package".to_owned(),
+            |h| format!("vendored commit: {}", h.trim()),
+        );
+    let cmake = std::fs::read_to_string(llama.join("ggml/CMakeLists.txt")).unwrap_or_default();
+    let part = |name: &str| {
+        cmake
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("set({name} "))?
+                    .strip_suffix(')')
+            })
+            .unwrap_or("?")
+            .to_owned()
+    };
+    format!(
+        "{commit}; ggml {}.{}.{}",
+        part("GGML_VERSION_MAJOR"),
+        part("GGML_VERSION_MINOR"),
+        part("GGML_VERSION_PATCH")
+    )
+}
+
+fn quantize() -> Result<(), String> {
+    let tool = program("llama-quantize");
+    if !tool.exists() {
+        return Err(format!(
+            "peer quantize: {} is missing; run `cargo xtask peer` first",
+            tool.display()
+        ));
+    }
+    let source = weft_fetch::fetch_model(&mut |line| eprintln!("peer quantize: {line}"))
+        .map_err(|e| e.to_string())?;
+    let out = q8_0_model();
+    run_step(
+        "llama-quantize Q4_1 → Q8_0",
+        Command::new(&tool)
+            .arg("--allow-requantize")
+            .arg(&source)
+            .arg(&out)
+            .arg("Q8_0"),
+    )?;
+    println!("{}", out.display());
+    Ok(())
+}
