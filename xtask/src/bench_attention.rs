@@ -510,7 +510,7 @@ fn measure(host: &Host, sh: Shape, peak: &(Kernel<PeakArgs>, f64)) -> Result<Mea
             .map_err(|e| format!("{}: {e}", t.name()))?;
         twins.push((t.name(), k));
     }
-    let arm = AttentionKernel::arm(d, kv).map_err(|e| e.to_string())?;
+    let arm = AttentionKernel::of_arm(d, kv).map_err(|e| e.to_string())?;
     let chain = AttentionChain::arms(d, kv).map_err(|e| e.to_string())?;
     let mut cands: Vec<Candidate<'_>> = twins
         .iter()

@@ -38,7 +38,7 @@ struct Candidate {
 /// The candidates for `f`: the arm, glibc, then every twin the host runs
 /// (from [`twin_kernels`]).
 fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
-    let arm = ElementwiseKernel::arm(f).map_err(|e| e.to_string())?;
+    let arm = ElementwiseKernel::of_arm(f).map_err(|e| e.to_string())?;
     let mut v = vec![
         Candidate {
             name: format!("{}.arm", f.name()),

@@ -86,7 +86,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut rows: Vec<(&str, f64, f64)> = Vec::new();
 
     // RMSNorm, one row of 576.
-    let k = RmsNormKernel::arm(RmsNorm::new(DIM, 1).map_err(err)?).map_err(err)?;
+    let k = RmsNormKernel::of_arm(RmsNorm::new(DIM, 1).map_err(err)?).map_err(err)?;
     let (x, w) = (values(DIM, 1), values(DIM, 2));
     let (mut y1, mut y2) = (vec![0f32; DIM], vec![0f32; DIM]);
     let (a, b) = race(
@@ -105,7 +105,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     // RoPE on Q (9×64) and K (3×64) at position 100.
     let table = RopeTable::new(100000.0, HEAD_DIM, 128).map_err(err)?;
-    let k = RopeKernel::arm(Rope::new(HEADS, KV_HEADS, HEAD_DIM, HEAD_DIM, 1).map_err(err)?)
+    let k = RopeKernel::of_arm(Rope::new(HEADS, KV_HEADS, HEAD_DIM, HEAD_DIM, 1).map_err(err)?)
         .map_err(err)?;
     let (mut q1, mut k1) = (values(HEADS * HEAD_DIM, 3), values(KV_HEADS * HEAD_DIM, 4));
     let (mut q2, mut k2) = (q1.clone(), k1.clone());
@@ -129,7 +129,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     rows.push(("rope 9+3 heads × 64", a, b));
 
     // SiLU-gated product over the FFN width.
-    let k = SiluMulKernel::arm(SiluMul::new(FFN).map_err(err)?).map_err(err)?;
+    let k = SiluMulKernel::of_arm(SiluMul::new(FFN).map_err(err)?).map_err(err)?;
     let (g, u) = (values(FFN, 5), values(FFN, 6));
     let (mut h1, mut h2) = (vec![0f32; FFN], vec![0f32; FFN]);
     let (a, b) = race(
@@ -145,7 +145,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     rows.push(("silu_mul 1536", a, b));
 
     // Residual add.
-    let k = AddKernel::arm(Add::new(DIM).map_err(err)?).map_err(err)?;
+    let k = AddKernel::of_arm(Add::new(DIM).map_err(err)?).map_err(err)?;
     let y = values(DIM, 7);
     let (mut x1, mut x2) = (values(DIM, 8), values(DIM, 8));
     let (a, b) = race(
@@ -160,7 +160,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     // One token's row from the Q8_0 embedding table.
     let op = EmbedQ8_0::new(VOCAB, DIM, 1).map_err(err)?;
-    let k = EmbedKernel::arm(op).map_err(err)?;
+    let k = EmbedKernel::of_arm(op).map_err(err)?;
     let bytes: Vec<u8> = (0..VOCAB * op.row_bytes())
         .map(|i| if i % 34 == 1 { 0x1c } else { (i * 131) as u8 })
         .collect();
@@ -185,7 +185,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     rows.push(("embed_q8_0 1 × 576", a, b));
 
     // Argmax over the vocabulary.
-    let k = ArgmaxKernel::arm(Argmax::new(VOCAB).map_err(err)?).map_err(err)?;
+    let k = ArgmaxKernel::of_arm(Argmax::new(VOCAB).map_err(err)?).map_err(err)?;
     let logits = values(VOCAB, 9);
     let (a, b) = race(
         || k.run(black_box(&logits)).map(|_| ()).map_err(err),

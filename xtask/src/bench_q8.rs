@@ -731,7 +731,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Some(b) if b > 0 => (u64::from(b), "detected"),
         _ => (L2_FALLBACK, "unknown, assumed"),
     };
-    let arm = Arc::new(Q8MatvecKernel::arm().map_err(|e| format!("{ARM_NAME}: {e}"))?);
+    let arm = Arc::new(Q8MatvecKernel::of_arm().map_err(|e| format!("{ARM_NAME}: {e}"))?);
     let present: Vec<&str> = TWINS
         .iter()
         .filter(|t| weft_kernel::require_features(&host, t.requires()).is_ok())

@@ -44,7 +44,7 @@ struct Candidate {
 /// Every candidate for `f`: the arm, then every twin of it this host can
 /// run (a new twin family is one line in `bench_elementwise::twins`).
 fn candidates(f: Func) -> Result<Vec<Candidate>, String> {
-    let arm = ElementwiseKernel::arm(f).map_err(|e| e.to_string())?;
+    let arm = ElementwiseKernel::of_arm(f).map_err(|e| e.to_string())?;
     let mut v = vec![Candidate {
         name: "arm",
         kernel: arm,

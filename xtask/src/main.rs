@@ -76,7 +76,7 @@ enum Command {
     FetchModel,
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
     Peer {
-        /// `quantize`: the SmolLM2 file re-quantised to Q8_0 by llama-quantize.
+        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests.
         #[arg(value_enum)]
         step: Option<PeerStep>,
     },
@@ -171,6 +171,8 @@ enum Func {
 enum PeerStep {
     /// Re-quantise the SmolLM2 file to Q8_0 with the peer's llama-quantize.
     Quantize,
+    /// Print llama.cpp's greedy continuations that tests/real_model.rs pins.
+    References,
 }
 
 /// The sections of `bench q8-matvec` that can run alone.

@@ -12,6 +12,10 @@
 //! - `peer quantize`: the SmolLM2 file re-quantised to Q8_0 by llama.cpp's
 //!   own `llama-quantize` (`target/peer/SmolLM2-135M-Instruct.Q8_0.gguf`),
 //!   the model `bench decode --peer` times llama.cpp on.
+//! - `peer references`: llama.cpp's own greedy continuations
+//!   (`llama-simple -n 24`) of [`PROMPTS`] on the Q4_1 file and on the Q8_0
+//!   file, printed as the constants `tests/real_model.rs` pins. Weft's
+//!   output plays no part in them.
 //!
 //! Needs python3 with pip, cmake (≥ 3.14) and a C++ compiler.
 
@@ -47,7 +51,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         None => build(),
         Some("quantize") => quantize(),
-        Some(other) => Err(format!("peer: unknown step `{other}` (only `quantize`)")),
+        Some("references") => references(),
+        Some(other) => Err(format!(
+            "peer: unknown step `{other}` (`quantize` or `references`)"
+        )),
     }
 }
 
@@ -187,5 +194,64 @@ fn quantize() -> Result<(), String> {
             .arg("Q8_0"),
     )?;
     println!("{}", out.display());
+    Ok(())
+}
+
+/// The prompts whose greedy continuations the real-model tests pin.
+pub const PROMPTS: &[&str] = &[
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village,",
+];
+
+/// Tokens each reference continues for.
+const TOKENS: usize = 24;
+
+fn references() -> Result<(), String> {
+    let simple = program("llama-simple");
+    let q8 = q8_0_model();
+    for (what, path, how) in [
+        ("llama-simple", &simple, "cargo xtask peer"),
+        ("the Q8_0 model", &q8, "cargo xtask peer quantize"),
+    ] {
+        if !path.exists() {
+            return Err(format!(
+                "peer references: {what} {} is missing; `{how}` makes it",
+                path.display()
+            ));
+        }
+    }
+    let q4 = weft_fetch::fetch_model(&mut |line| eprintln!("peer references: {line}"))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "// `cargo xtask peer references`: llama.cpp (llama-cpp-python {LLAMA_CPP_PYTHON}'s vendored copy), llama-simple -n {TOKENS}, greedy."
+    );
+    println!("const REFERENCE_TOKENS: usize = {TOKENS};");
+    for (name, model) in [("LLAMA_CPP_Q4_1", &q4), ("LLAMA_CPP_Q8_0", &q8)] {
+        println!("const {name}: &[(&str, &str)] = &[");
+        for prompt in PROMPTS {
+            let out = Command::new(&simple)
+                .arg("-m")
+                .arg(model)
+                .args(["-n", &TOKENS.to_string()])
+                .arg(prompt)
+                .output()
+                .map_err(|e| format!("peer references: cannot run {}: {e}", simple.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "peer references: llama-simple failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            // llama-simple echoes the prompt, then the continuation.
+            let continuation = text
+                .find(prompt)
+                .map_or(text.as_ref(), |at| &text[at + prompt.len()..]);
+            println!("    ({prompt:?}, {continuation:?}),");
+        }
+        println!("];");
+    }
     Ok(())
 }

@@ -674,7 +674,7 @@ impl AttentionKernel {
     }
 
     /// Compile the host arm for `d` and `kv` and place it.
-    pub fn arm(d: usize, kv: KvType) -> Result<Self, Refusal> {
+    pub fn of_arm(d: usize, kv: KvType) -> Result<Self, Refusal> {
         let offer = offer_for(&SiteShape {
             d: super::check_d(d as u64)?,
             ..body_site(d, kv)

@@ -182,7 +182,7 @@ const REFERENCE_BUDGET: usize = if cfg!(target_arch = "aarch64") {
 };
 
 fn arm_matches_reference(d: usize, kv: KvType) {
-    let arm = AttentionKernel::arm(d, kv).expect("arm");
+    let arm = AttentionKernel::of_arm(d, kv).expect("arm");
     for case in cases_for(d, kv, 5) {
         if work(&case) > REFERENCE_BUDGET {
             continue;
@@ -276,7 +276,7 @@ fn fused_matches_chain_within_the_stated_bound() {
     // 2^-23 covering the half-ulp factor, and the two within twice that of
     // each other.
     let chain = AttentionChain::arms(64, KvType::F32).expect("chain");
-    let fused = AttentionKernel::arm(64, KvType::F32).expect("arm");
+    let fused = AttentionKernel::of_arm(64, KvType::F32).expect("arm");
     let mut worst = 0.0f64;
     for (n, data) in [Data::Random, Data::Large, Data::Equal, Data::Subnormal]
         .iter()
@@ -460,7 +460,7 @@ fn bad_arguments_are_refused_by_the_constructor() {
         assert_eq!(e.name(), "unsupported-geometry", "{bad_shape:?}");
     }
     // A kernel built for another d or K/V type refuses the call.
-    let arm = AttentionKernel::arm(64, KvType::F32).expect("arm");
+    let arm = AttentionKernel::of_arm(64, KvType::F32).expect("arm");
     let e = arm
         .run(&s, &l, &q, KvSlice::F32(&k), KvSlice::F32(&k), &mut o)
         .unwrap_err();
@@ -473,7 +473,7 @@ fn bad_arguments_are_refused_by_the_constructor() {
 fn threaded_splits_are_bit_identical_to_one_call() {
     let s = spec(77, 40, true, 37, 4, 2, LayoutKind::TokenMajor, Data::Random);
     let case = build_case(&s, 64, KvType::F16, 3);
-    let arm = AttentionKernel::arm(64, KvType::F16).expect("arm");
+    let arm = AttentionKernel::of_arm(64, KvType::F16).expect("arm");
     let one = kernel_outputs(&arm, &case);
     let offer = arm::offer_for(&SiteShape::from_geometry(&case.shape.geometry()).expect("site"));
     let views = offer.views.expect("views");
@@ -603,7 +603,7 @@ fn x64_twins_match_the_arm_when_called_as_win64() {
         KvType::F16,
         23,
     );
-    let arm = AttentionKernel::arm(48, KvType::F16).expect("arm");
+    let arm = AttentionKernel::of_arm(48, KvType::F16).expect("arm");
     let want = kernel_outputs(&arm, &case);
     for twin in twin_x64::TWINS {
         if weft_kernel::require_features(&host, twin.requires()).is_err() {

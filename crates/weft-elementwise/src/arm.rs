@@ -339,7 +339,7 @@ impl ElementwiseKernel {
     }
 
     /// Compile the host arm of `func` and place it.
-    pub fn arm(func: Func) -> Result<Self, Refusal> {
+    pub fn of_arm(func: Func) -> Result<Self, Refusal> {
         let host = host_isa();
         let code = weft_kernel::Arm::build(&ElementwiseArm::new(func), &dummy_offer(func), host)?;
         // SAFETY: the arm's CLIF (above) reads `len` f32s from `input`,

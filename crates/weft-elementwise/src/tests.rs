@@ -192,7 +192,7 @@ mod arm_tests {
     fn arms_match_reference_on_hunting_inputs() {
         let xs = hunting_inputs();
         for f in Func::ALL {
-            let k = ElementwiseKernel::arm(f).expect("arm");
+            let k = ElementwiseKernel::of_arm(f).expect("arm");
             check(&k, f, &xs);
         }
     }
@@ -205,7 +205,7 @@ mod arm_tests {
         for h in hard {
             assert_eq!(reference::exp_f32_path(h).1, reference::Path::Slow);
         }
-        let k = ElementwiseKernel::arm(Func::Exp).expect("arm");
+        let k = ElementwiseKernel::of_arm(Func::Exp).expect("arm");
         for &h in &hard {
             for pos in 0..8 {
                 let mut xs: Vec<f32> = (0..8).map(|i| i as f32 * 0.37 - 1.0).collect();
@@ -219,7 +219,7 @@ mod arm_tests {
     fn arms_every_length_and_alignment() {
         let pool: Vec<f32> = hunting_inputs().into_iter().take(64).collect();
         for f in Func::ALL {
-            let k = ElementwiseKernel::arm(f).expect("arm");
+            let k = ElementwiseKernel::of_arm(f).expect("arm");
             for start in 0..4 {
                 for n in 0..=16 {
                     let xs = &pool[start..start + n];
@@ -252,7 +252,7 @@ mod arm_tests {
         let arm = super::super::arm::ElementwiseArm::new(f);
         let site = Site::new(arm.family(), Geometry::new().with("len", 64));
         let offer = arm.offer(&site, &host).expect("offer");
-        let mut bodies = vec![(arm.name(), ElementwiseKernel::arm(f).expect("arm"))];
+        let mut bodies = vec![(arm.name(), ElementwiseKernel::of_arm(f).expect("arm"))];
         let mut not_run = Vec::new();
         let twins = super::super::twins_of(f);
         for t in twins.iter().filter(|t| t.isa() == host.isa) {
@@ -460,7 +460,7 @@ mod arm_tests {
 
     #[test]
     fn mismatched_lengths_are_refused() {
-        let k = ElementwiseKernel::arm(Func::Exp).expect("arm");
+        let k = ElementwiseKernel::of_arm(Func::Exp).expect("arm");
         let mut out = [0f32; 3];
         let e = k.run(&[1.0, 2.0], &mut out).unwrap_err();
         assert_eq!(e.name(), "bad-operand");

@@ -405,7 +405,7 @@ fn twins_are_fast() {
         }
     });
     for (f, xin, glibc) in [(Func::Exp, &xs, glibc_exp), (Func::Erf, &xe, glibc_erf)] {
-        let arm = ElementwiseKernel::arm(f).expect("arm");
+        let arm = ElementwiseKernel::of_arm(f).expect("arm");
         let t_arm = time(|| arm.run(xin, &mut out).expect("runs"));
         println!(
             "{}: glibc {:.2} ns/elem, arm {:.2} ns/elem",

@@ -520,7 +520,7 @@ impl Q8MatvecKernel {
     }
 
     /// Compile the host arm and place it.
-    pub fn arm() -> Result<Self, Refusal> {
+    pub fn of_arm() -> Result<Self, Refusal> {
         let offer = offer_for(1, 32, 1)?;
         let code = weft_kernel::Arm::build(&Q8MatvecArm, &offer, host_isa())?;
         // SAFETY: the arm's CLIF (above) reads the blocks of rows

@@ -247,7 +247,7 @@ fn same_bits(a: &[f32], b: &[f32]) -> Option<usize> {
 
 #[test]
 fn arm_matches_reference_bit_for_bit() {
-    let k = Q8MatvecKernel::arm().expect("arm");
+    let k = Q8MatvecKernel::of_arm().expect("arm");
     for (i, (rows, blocks)) in shapes().into_iter().enumerate() {
         for batch in [1usize, 3] {
             // The scalar reference in a debug build: keep it to ~1e6 blocks.
@@ -289,7 +289,7 @@ pub(super) fn every_scale_case() -> (Q8Weights, Q8Activations) {
 fn arm_widens_every_fp16_scale_exactly() {
     let (w, x) = every_scale_case();
     let mut got = vec![0.0f32; 65536];
-    Q8MatvecKernel::arm()
+    Q8MatvecKernel::of_arm()
         .expect("arm")
         .run(&w, &x, &mut got, 0..65536)
         .expect("run");
@@ -308,7 +308,7 @@ fn arm_widens_every_fp16_scale_exactly() {
 
 #[test]
 fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
-    let k = Q8MatvecKernel::arm().expect("arm");
+    let k = Q8MatvecKernel::of_arm().expect("arm");
     let (rows, blocks, batch) = (37usize, 9usize, 2usize);
     let w = random_weights(rows, blocks, 5, true);
     let x = random_activations(blocks, batch, 6);
@@ -339,7 +339,7 @@ fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
 
 #[test]
 fn threaded_row_splits_are_bit_identical_to_one_call() {
-    let k = Q8MatvecKernel::arm().expect("arm");
+    let k = Q8MatvecKernel::of_arm().expect("arm");
     let (rows, blocks, batch) = (301usize, 13usize, 3usize);
     let w = random_weights(rows, blocks, 61, true);
     let x = random_activations(blocks, batch, 62);
@@ -580,7 +580,7 @@ pub(super) mod twin_tests {
         let w = random_weights(rows, blocks, 51, true);
         let x = random_activations(blocks, batch, 52);
         let mut want = vec![0.0f32; rows * batch];
-        Q8MatvecKernel::arm()
+        Q8MatvecKernel::of_arm()
             .expect("arm")
             .run(&w, &x, &mut want, 0..rows)
             .expect("run");
@@ -611,7 +611,7 @@ pub(super) mod twin_tests {
         let (w, x) = every_scale_case();
         let offer = offer_for(65536, 32, 1).expect("offer");
         let mut want = vec![0.0f32; 65536];
-        Q8MatvecKernel::arm()
+        Q8MatvecKernel::of_arm()
             .expect("arm")
             .run(&w, &x, &mut want, 0..65536)
             .expect("run");
@@ -693,7 +693,7 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
     let w = random_weights(rows, blocks, 1, false);
     let x = random_activations(blocks, batch, 2);
     let offer = offer_for(rows as u64, blocks as u64 * 32, batch as u64).expect("offer");
-    let mut kernels = vec![(ARM_NAME.to_string(), Q8MatvecKernel::arm().expect("arm"))];
+    let mut kernels = vec![(ARM_NAME.to_string(), Q8MatvecKernel::of_arm().expect("arm"))];
     for twin in TWINS {
         if weft_kernel::require_features(host, twin.requires()).is_err() {
             continue;
@@ -745,7 +745,7 @@ fn speed_at(host: &weft_kernel::Host, rows: usize, blocks: usize, batch: usize) 
     }
     kernels.push((
         "stream read (AVX-512 loads, 4 accumulators)".into(),
-        Q8MatvecKernel::arm().expect("arm"),
+        Q8MatvecKernel::of_arm().expect("arm"),
     ));
     samples.push(stream_samples);
     let bytes = (rows * blocks * 34) as f64;

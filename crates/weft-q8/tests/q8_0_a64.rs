@@ -474,7 +474,7 @@ mod on_aarch64 {
         xb[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
         let x = Q8Activations::from_bytes(xb, 32, 1).expect("x");
         let mut want = vec![0.0f32; 65536];
-        Q8MatvecKernel::arm()
+        Q8MatvecKernel::of_arm()
             .expect("arm")
             .run(&w, &x, &mut want, 0..65536)
             .expect("run");
@@ -489,7 +489,7 @@ mod on_aarch64 {
         }
         let packed = Q8Rows2Weights::from_weights(&w);
         let mut want = vec![0.0f32; 65536];
-        Q8Rows2Kernel::arm()
+        Q8Rows2Kernel::of_arm()
             .expect("arm")
             .run(&packed, &x, &mut want, 0..65536)
             .expect("run");

@@ -257,7 +257,7 @@ mod tests {
         let mut rng = Rng::new(1);
         for len in (1..=21).chain([576, 1536]) {
             let op = Add::new(len).unwrap();
-            let k = AddKernel::arm(op).unwrap();
+            let k = AddKernel::of_arm(op).unwrap();
             let x0 = hunting_f32s(&mut rng, len);
             let y = hunting_f32s(&mut rng, len);
             for start in 0..len.min(5) {
@@ -287,7 +287,7 @@ mod tests {
     fn element_splits_are_bit_identical() {
         let len = 70;
         let op = Add::new(len).unwrap();
-        let k = AddKernel::arm(op).unwrap();
+        let k = AddKernel::of_arm(op).unwrap();
         let mut rng = Rng::new(2);
         let x0 = hunting_f32s(&mut rng, len);
         let y = hunting_f32s(&mut rng, len);
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn bad_lengths_are_refused_by_name() {
-        let k = AddKernel::arm(Add::new(4).unwrap()).unwrap();
+        let k = AddKernel::of_arm(Add::new(4).unwrap()).unwrap();
         assert_eq!(
             k.run(&mut [0.0; 4], &[0.0; 3]).unwrap_err().name(),
             "bad-operand"

@@ -288,7 +288,7 @@ mod tests {
             &[]
         };
         for &len in (1..=40).collect::<Vec<_>>().iter().chain(big) {
-            let k = ArgmaxKernel::arm(Argmax::new(len).unwrap()).unwrap();
+            let k = ArgmaxKernel::of_arm(Argmax::new(len).unwrap()).unwrap();
             let mut x: Vec<f32> = (0..len).map(|_| rng.normal()).collect();
             check(&k, &x);
             // Ties: the maximum twice, the later one first in its lane.
@@ -312,13 +312,13 @@ mod tests {
     #[test]
     fn the_first_nan_wins_over_infinity() {
         let x = [f32::INFINITY, 1.0, f32::NAN, f32::NAN, f32::INFINITY];
-        check(&ArgmaxKernel::arm(Argmax::new(5).unwrap()).unwrap(), &x);
+        check(&ArgmaxKernel::of_arm(Argmax::new(5).unwrap()).unwrap(), &x);
         assert_eq!(Argmax::new(5).unwrap().reference(&x).unwrap(), 2);
     }
 
     #[test]
     fn bad_lengths_are_refused_by_name() {
-        let k = ArgmaxKernel::arm(Argmax::new(4).unwrap()).unwrap();
+        let k = ArgmaxKernel::of_arm(Argmax::new(4).unwrap()).unwrap();
         assert_eq!(k.run(&[0.0; 3]).unwrap_err().name(), "bad-operand");
         assert_eq!(Argmax::new(0).unwrap_err().name(), "unsupported-geometry");
     }

@@ -551,7 +551,7 @@ mod tests {
             let table = q8_table(vocab, dim, &mut rng);
             let ids: Vec<u32> = vec![0, (vocab - 1) as u32, 2, 2, 1];
             let op = EmbedQ8_0::new(vocab, dim, ids.len()).unwrap();
-            let k = EmbedKernel::arm(op).unwrap();
+            let k = EmbedKernel::of_arm(op).unwrap();
             let mut got = vec![0f32; ids.len() * dim];
             let mut want = got.clone();
             k.run(Table::Q8_0(&table), &ids, &mut got).unwrap();
@@ -583,7 +583,7 @@ mod tests {
             let table = hunting_f32s(&mut rng, vocab * dim);
             let ids = [5u32, 0, 3];
             let op = EmbedF32::new(vocab, dim, 3).unwrap();
-            let k = EmbedKernel::arm(op).unwrap();
+            let k = EmbedKernel::of_arm(op).unwrap();
             let mut got = vec![0f32; 3 * dim];
             let mut want = got.clone();
             k.run(Table::F32(&table), &ids, &mut got).unwrap();
@@ -609,7 +609,7 @@ mod tests {
         let mut rng = Rng::new(1);
         let table = q8_table(vocab, dim, &mut rng);
         let op = EmbedQ8_0::new(vocab, dim, 3).unwrap();
-        let k = EmbedKernel::arm(op).unwrap();
+        let k = EmbedKernel::of_arm(op).unwrap();
         let ids = [1u32, 4, 2];
         let mut out = vec![-1f32; 3 * dim];
         let e = k.run(Table::Q8_0(&table), &ids, &mut out).unwrap_err();
@@ -641,7 +641,7 @@ mod tests {
         let table = q8_table(9, 64, &mut rng);
         let ids = [8u32, 1, 1, 0, 7, 3, 2];
         let op = EmbedQ8_0::new(9, 64, ids.len()).unwrap();
-        let k = EmbedKernel::arm(op).unwrap();
+        let k = EmbedKernel::of_arm(op).unwrap();
         let mut whole = vec![0f32; ids.len() * 64];
         k.run(Table::Q8_0(&table), &ids, &mut whole).unwrap();
         let mut parts = vec![0f32; ids.len() * 64];
@@ -660,7 +660,7 @@ mod tests {
     #[test]
     fn bad_tables_and_geometries_are_refused_by_name() {
         let op = EmbedQ8_0::new(2, 32, 1).unwrap();
-        let k = EmbedKernel::arm(op).unwrap();
+        let k = EmbedKernel::of_arm(op).unwrap();
         let mut out = [0f32; 32];
         let short = vec![0u8; 67];
         assert_eq!(

@@ -176,7 +176,7 @@ impl<O: NestOp> std::fmt::Debug for Placed<O> {
 
 impl<O: NestOp> Placed<O> {
     /// Compile the host arm for `op` and place it.
-    pub fn arm(op: O) -> Result<Self, Refusal> {
+    pub fn of_arm(op: O) -> Result<Self, Refusal> {
         let code = build_nest(&op.nest(), host_isa())?;
         // SAFETY: the code is `op`'s nest lowered by this crate (NestArm's
         // promise, through NestOp's).

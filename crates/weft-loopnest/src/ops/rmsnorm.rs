@@ -403,7 +403,7 @@ mod tests {
 
     fn check(dim: usize, rows: usize, eps: f32, seed: u64) {
         let op = RmsNorm::new(dim, rows).expect("shape");
-        let k = RmsNormKernel::arm(op).expect("arm");
+        let k = RmsNormKernel::of_arm(op).expect("arm");
         let mut rng = Rng::new(seed);
         let x = hunting_f32s(&mut rng, rows * dim);
         let w = hunting_f32s(&mut rng, dim);
@@ -467,7 +467,7 @@ mod tests {
     fn row_splits_are_bit_identical_and_touch_only_their_rows() {
         let (dim, rows) = (20, 7);
         let op = RmsNorm::new(dim, rows).unwrap();
-        let k = RmsNormKernel::arm(op).unwrap();
+        let k = RmsNormKernel::of_arm(op).unwrap();
         let mut rng = Rng::new(11);
         let x = hunting_f32s(&mut rng, rows * dim);
         let w = hunting_f32s(&mut rng, dim);
@@ -491,7 +491,7 @@ mod tests {
     #[test]
     fn bad_lengths_and_geometries_are_refused_by_name() {
         let op = RmsNorm::new(8, 1).unwrap();
-        let k = RmsNormKernel::arm(op).unwrap();
+        let k = RmsNormKernel::of_arm(op).unwrap();
         let mut y = [0f32; 8];
         assert_eq!(
             k.run(&[0.0; 8], &[0.0; 7], &mut y, 0.0).unwrap_err().name(),

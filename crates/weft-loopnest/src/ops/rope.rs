@@ -594,7 +594,7 @@ mod tests {
     use crate::ops::testing::{assert_same, hunting_f32s, Rng};
 
     fn case(op: Rope, rows: usize, pos: usize, table: &RopeTable, seed: u64) {
-        let k = RopeKernel::arm(op).expect("arm");
+        let k = RopeKernel::of_arm(op).expect("arm");
         let mut rng = Rng::new(seed);
         let q0 = hunting_f32s(&mut rng, rows * op.heads * op.head_dim);
         let k0 = hunting_f32s(&mut rng, rows * op.kv_heads * op.head_dim);
@@ -657,7 +657,7 @@ mod tests {
     fn row_splits_are_bit_identical() {
         let table = RopeTable::new(10000.0, 6, 20).unwrap();
         let op = Rope::new(2, 1, 8, 6, 5).unwrap();
-        let k = RopeKernel::arm(op).unwrap();
+        let k = RopeKernel::of_arm(op).unwrap();
         let mut rng = Rng::new(9);
         let q0 = hunting_f32s(&mut rng, 5 * 16);
         let k0 = hunting_f32s(&mut rng, 5 * 8);
@@ -682,7 +682,7 @@ mod tests {
     fn bad_inputs_are_refused_by_name() {
         let table = RopeTable::new(10000.0, 8, 4).unwrap();
         let op = Rope::new(2, 1, 8, 8, 1).unwrap();
-        let k = RopeKernel::arm(op).unwrap();
+        let k = RopeKernel::of_arm(op).unwrap();
         let (mut q, mut kk) = (vec![0f32; 16], vec![0f32; 8]);
         assert_eq!(
             k.run(&mut q, &mut kk, &table, 4).unwrap_err().name(),

@@ -355,7 +355,7 @@ mod tests {
         // cover every tail after whole vectors, and unaligned starts.
         let mut rng = Rng::new(21);
         let len = 24;
-        let k = SiluMulKernel::arm(SiluMul::new(len).unwrap()).unwrap();
+        let k = SiluMulKernel::of_arm(SiluMul::new(len).unwrap()).unwrap();
         for n in 0..=19 {
             for start in 0..=4 {
                 let g = hunting_f32s(&mut rng, len);
@@ -364,7 +364,7 @@ mod tests {
             }
         }
         for len in [1usize, 7, 1536] {
-            let k = SiluMulKernel::arm(SiluMul::new(len).unwrap()).unwrap();
+            let k = SiluMulKernel::of_arm(SiluMul::new(len).unwrap()).unwrap();
             let g = hunting_f32s(&mut rng, len);
             let u = hunting_f32s(&mut rng, len);
             check(&k, &g, &u, 0..len);
@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn exp_slow_path_inputs_in_every_lane() {
         // silu evaluates exp(-g): negate the slow-path inputs of exp.
-        let k = SiluMulKernel::arm(SiluMul::new(9).unwrap()).unwrap();
+        let k = SiluMulKernel::of_arm(SiluMul::new(9).unwrap()).unwrap();
         for bits in SLOW_EXP {
             for pos in 0..9 {
                 let mut g: Vec<f32> = (0..9).map(|i| i as f32 * 0.7 - 3.0).collect();
@@ -412,7 +412,7 @@ mod tests {
     fn element_splits_are_bit_identical() {
         let len = 100;
         let op = SiluMul::new(len).unwrap();
-        let k = SiluMulKernel::arm(op).unwrap();
+        let k = SiluMulKernel::of_arm(op).unwrap();
         let mut rng = Rng::new(5);
         let g = hunting_f32s(&mut rng, len);
         let u = hunting_f32s(&mut rng, len);
@@ -430,7 +430,7 @@ mod tests {
     #[test]
     fn bad_lengths_are_refused_by_name() {
         let op = SiluMul::new(8).unwrap();
-        let k = SiluMulKernel::arm(op).unwrap();
+        let k = SiluMulKernel::of_arm(op).unwrap();
         let mut h = [0f32; 8];
         assert_eq!(
             k.run(&[0.0; 7], &[0.0; 8], &mut h).unwrap_err().name(),

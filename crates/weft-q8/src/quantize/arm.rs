@@ -375,7 +375,7 @@ impl QuantizeKernel {
     }
 
     /// Compile the host arm and place it.
-    pub fn arm() -> Result<Self, Refusal> {
+    pub fn of_arm() -> Result<Self, Refusal> {
         let offer = offer_for(32, 1)?;
         let code = weft_kernel::Arm::build(&QuantizeArm, &offer, host_isa())?;
         // SAFETY: the arm's CLIF (above) reads and writes only the blocks

@@ -27,7 +27,7 @@ fn first_block_difference(want: &[u8], got: &[u8]) -> Option<usize> {
 
 #[test]
 fn arm_matches_the_reference_on_every_validation_case() {
-    let k = QuantizeKernel::arm().expect("arm");
+    let k = QuantizeKernel::of_arm().expect("arm");
     let offer = offer_for(32, 1).expect("offer");
     for case in QuantizeValidation.cases(&offer, 7) {
         let x = case.input();
@@ -85,7 +85,7 @@ fn arm_scale_is_the_binary16_of_d_across_the_whole_range() {
     for (i, a) in amax.iter().enumerate() {
         x[i * BLOCK_LEN + BLOCK_LEN - 1] = *a;
     }
-    let k = QuantizeKernel::arm().expect("arm");
+    let k = QuantizeKernel::of_arm().expect("arm");
     let got = run_all(&k, &x, x.len(), 1);
     for (i, a) in amax.iter().enumerate() {
         let want = f32_to_f16(*a / 127.0);
@@ -205,7 +205,7 @@ fn win64_x64_twins_match_the_arm_when_called_as_win64() {
         .expect("a batch-8 case");
     let x = case.input();
     let want = run_all(
-        &QuantizeKernel::arm().expect("arm"),
+        &QuantizeKernel::of_arm().expect("arm"),
         x,
         case.cols,
         case.batch,
@@ -240,7 +240,7 @@ fn splits_are_bit_identical_to_one_call_and_touch_only_their_blocks() {
     let offer = offer_for(32, 1).expect("offer");
     let case = &QuantizeValidation.cases(&offer, 11)[20];
     let x = case.input();
-    let k = QuantizeKernel::arm().expect("arm");
+    let k = QuantizeKernel::of_arm().expect("arm");
     let whole = run_all(&k, x, case.cols, case.batch);
     let blocks = whole.len() / BLOCK_BYTES;
     let mut out = vec![0x5au8; whole.len()];
@@ -408,7 +408,7 @@ fn entry_registers_the_arm_and_every_twin() {
 
 #[test]
 fn quantised_activations_feed_the_matvec_unchanged() {
-    let k = QuantizeKernel::arm().expect("arm");
+    let k = QuantizeKernel::of_arm().expect("arm");
     let offer = offer_for(32, 1).expect("offer");
     let case = &QuantizeValidation.cases(&offer, 5)[10];
     // Finite inputs only: the reference quantiser's own output.

@@ -393,7 +393,7 @@ impl Q8Rows2Kernel {
     }
 
     /// Compile the host arm and place it.
-    pub fn arm() -> Result<Self, Refusal> {
+    pub fn of_arm() -> Result<Self, Refusal> {
         let code = build_native(host_isa(), compile)?;
         // SAFETY: the arm's CLIF (above) reads the pair blocks of the pairs
         // meeting row_start..row_end and the `batch` vectors, writes only

@@ -147,7 +147,7 @@ fn reference_matches_the_f64_dot_within_its_rounding_bound() {
 /// validation cases (all shapes, batches, views, special scales).
 #[test]
 fn arm_matches_reference_bit_for_bit() {
-    let k = Q8Rows2Kernel::arm().expect("arm");
+    let k = Q8Rows2Kernel::of_arm().expect("arm");
     for case in rows2_cases(7) {
         let (rows, batch) = (case.w.rows(), case.x.batch());
         let canonical = unpacked(&case.w);
@@ -177,7 +177,7 @@ fn unpacked(w: &Q8Rows2Weights) -> Q8Weights {
 
 #[test]
 fn arm_row_splits_are_bit_identical_and_touch_only_their_rows() {
-    let k = Q8Rows2Kernel::arm().expect("arm");
+    let k = Q8Rows2Kernel::of_arm().expect("arm");
     let (rows, blocks, batch) = (37usize, 9usize, 3usize);
     let w = Q8Rows2Weights::from_weights(&random_weights(rows, blocks, 5, true));
     let x = random_activations(blocks, batch, 6);
@@ -234,7 +234,7 @@ fn arm_widens_every_fp16_scale_exactly() {
     xb[2] = 1;
     let x = super::super::Q8Activations::from_bytes(xb, 32, 1).expect("x");
     let mut got = vec![0.0f32; 65536];
-    Q8Rows2Kernel::arm()
+    Q8Rows2Kernel::of_arm()
         .expect("arm")
         .run(&w, &x, &mut got, 0..65536)
         .expect("run");
