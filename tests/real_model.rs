@@ -230,9 +230,9 @@ const REAL: &[(&str, &[u32], &[u32])] = &[
 
 /// The real model through the plan completes a sentence it knows: after
 /// "The capital of France is" greedy decoding gives " Paris.\n\nThe answer
-/// is:" — what an independent f64 NumPy forward pass over the same file's
-/// dequantised weights gives (ids 7042 30 198 198 504 2988 314 42) — and
-/// the digest of every step's logits is the same with native emission off.
+/// is:", the first 8 tokens of llama.cpp's own greedy continuation
+/// (`LLAMA_CPP_Q8_0`, from `cargo xtask peer references`) — and the digest
+/// of every step's logits is the same with native emission off.
 #[test]
 #[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
 fn real_model_through_the_plan_knows_the_capital_of_france() {
@@ -265,11 +265,122 @@ fn real_model_through_the_plan_knows_the_capital_of_france() {
         .decode(&ids, Render::SkipSpecial)
         .expect("decode");
     let text = String::from_utf8_lossy(&text);
-    assert_eq!(
-        ids,
-        [7042, 30, 198, 198, 504, 2988, 314, 42],
-        "answer: {text:?}"
+    let (reference_prompt, reference) = LLAMA_CPP_Q8_0[0];
+    assert_eq!(reference_prompt, "The capital of France is");
+    assert!(
+        reference.starts_with(text.as_ref()) && text.len() >= " Paris.\n\nThe answer is:".len(),
+        "answer: {text:?}, llama.cpp: {reference:?}"
     );
     let (_, off) = run(weft_plan::EmitMode::Off);
     assert_eq!(on, off);
+}
+
+// `cargo xtask peer references` printed these (llama.cpp's own greedy
+// decoding; Weft played no part).
+include!("peer_references.rs");
+
+/// Where Weft's greedy choice, teacher-forced along llama.cpp's
+/// continuation of `prompt`, differs from llama.cpp's token: `(step, gap)`
+/// with `gap` how far (in logits) llama.cpp's token lies below Weft's best.
+/// Also the number of steps compared.
+fn disagreements(
+    model: &weft_llm::Model,
+    prompt: &str,
+    continuation: &str,
+) -> (usize, Vec<(usize, f32)>) {
+    let options = weft_plan::Options {
+        cache: weft_plan::CacheLocation::InMemory,
+        ..weft_plan::Options::default()
+    };
+    let mut e = weft_llm::Engine::new(model.weights.clone(), options, 2, &mut |_, _| {})
+        .expect("the plan compiles");
+    let prompt_ids = model.prompt_tokens(prompt, true);
+    let full = model
+        .tokenizer
+        .encode(&format!("{prompt}{continuation}"), Special::AsText);
+    assert_eq!(full[..prompt_ids.len()], prompt_ids[..], "{prompt:?}");
+    let reference = &full[prompt_ids.len()..];
+    let mut logits = Vec::new();
+    for &t in &prompt_ids {
+        logits = e.step(t).expect("prompt step").to_vec();
+    }
+    let mut out = Vec::new();
+    for (step, &r) in reference.iter().enumerate() {
+        let best = (0..logits.len())
+            .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
+            .expect("logits");
+        if best as u32 != r {
+            out.push((step, logits[best] - logits[r as usize]));
+        }
+        logits = e.step(r).expect("decode step").to_vec();
+    }
+    (reference.len(), out)
+}
+
+/// Logits closer than this are a tie the two engines may break either way:
+/// llama.cpp keeps its KV cache in binary16 and sums in other orders; Weft
+/// keeps binary32.
+const NEAR_TIE: f32 = 0.25;
+
+/// Teacher-forced along llama.cpp's own greedy continuations of three
+/// prompts (24 tokens each, on the Q8_0 file, whose bytes are the ones
+/// Weft's loader makes of the Q4_1 file), Weft's greedy choice is
+/// llama.cpp's at every step but near ties, and those are rare. (Measured
+/// on 2026-12-04: 71 of 72 steps agree; the one that does not is step 19
+/// of the first prompt, llama.cpp's token 0.14 logits below Weft's.)
+#[test]
+#[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
+fn real_model_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
+    let model = weft_llm::Model::open(&model_path(), 96).expect("the model loads");
+    let mut ties = 0;
+    for (prompt, want) in LLAMA_CPP_Q8_0 {
+        let (steps, off) = disagreements(&model, prompt, want);
+        eprintln!("{prompt:?}: {steps} steps, off at {off:?}");
+        assert!(steps >= REFERENCE_TOKENS - 2, "{prompt:?}: {steps} tokens");
+        for &(step, gap) in &off {
+            assert!(
+                gap < NEAR_TIE,
+                "{prompt:?}: step {step} is {gap} logits off"
+            );
+        }
+        ties += off.len();
+    }
+    assert!(
+        ties <= 2,
+        "{ties} near ties in {} steps",
+        3 * REFERENCE_TOKENS
+    );
+}
+
+/// The Q8_0 file llama.cpp's own `llama-quantize` writes from the Q4_1 file
+/// (`cargo xtask peer quantize`).
+fn peer_q8_0_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/peer/SmolLM2-135M-Instruct.Q8_0.gguf")
+}
+
+/// Opened natively, llama.cpp's Q8_0 file holds the very weights Weft's
+/// loader makes of the Q4_1 file, and Weft follows llama.cpp's
+/// continuations on it but for near ties.
+#[test]
+#[ignore = "needs the peer's Q8_0 model (cargo xtask peer && cargo xtask peer quantize)"]
+fn real_model_native_q8_0_file_is_the_loaded_q4_1_file_and_follows_llama_cpp() {
+    let native = weft_llm::Model::open(&peer_q8_0_path(), 96).expect("the Q8_0 file loads");
+    let loaded = weft_llm::Model::open(&model_path(), 96).expect("the Q4_1 file loads");
+    for layer in [0, 29] {
+        for t in ["blk.*.attn_q.weight", "blk.*.ffn_down.weight"] {
+            let a = native.weights.matrix(t, layer).expect("present");
+            let b = loaded.weights.matrix(t, layer).expect("present");
+            assert!(a.bytes() == b.bytes(), "{t} of layer {layer} differs");
+        }
+    }
+    for (prompt, want) in LLAMA_CPP_Q8_0 {
+        let (_, off) = disagreements(&native, prompt, want);
+        for (step, gap) in off {
+            assert!(
+                gap < NEAR_TIE,
+                "{prompt:?}: step {step} is {gap} logits off"
+            );
+        }
+    }
 }

@@ -13,9 +13,10 @@
 //!   own `llama-quantize` (`target/peer/SmolLM2-135M-Instruct.Q8_0.gguf`),
 //!   the model `bench decode --peer` times llama.cpp on.
 //! - `peer references`: llama.cpp's own greedy continuations
-//!   (`llama-simple -n 24`) of [`PROMPTS`] on the Q4_1 file and on the Q8_0
-//!   file, printed as the constants `tests/real_model.rs` pins. Weft's
-//!   output plays no part in them.
+//!   (`llama-simple -n 24`) of [`PROMPTS`] on the Q8_0 file, printed as the
+//!   constants `tests/real_model.rs` pins (and, for comparison, on the Q4_1
+//!   file, whose arithmetic llama.cpp does in Q4_1). Weft's output plays no
+//!   part in them.
 //!
 //! Needs python3 with pip, cmake (≥ 3.14) and a C++ compiler.
 
@@ -227,8 +228,18 @@ fn references() -> Result<(), String> {
         "// `cargo xtask peer references`: llama.cpp (llama-cpp-python {LLAMA_CPP_PYTHON}'s vendored copy), llama-simple -n {TOKENS}, greedy."
     );
     println!("const REFERENCE_TOKENS: usize = {TOKENS};");
-    for (name, model) in [("LLAMA_CPP_Q4_1", &q4), ("LLAMA_CPP_Q8_0", &q8)] {
-        println!("const {name}: &[(&str, &str)] = &[");
+    // The Q8_0 file holds the bytes Weft's loader makes of the Q4_1 file
+    // (llama-quantize re-quantises exactly as the loader does), so its
+    // continuations are the reference for both. llama.cpp on the Q4_1 file
+    // multiplies Q4_1 weights directly, other arithmetic: printed for
+    // comparison only.
+    for (name, model) in [("LLAMA_CPP_Q8_0", &q8), ("llama.cpp on the Q4_1 file", &q4)] {
+        let pinned = name.starts_with("LLAMA");
+        if pinned {
+            println!("const {name}: &[(&str, &str)] = &[");
+        } else {
+            eprintln!("peer references: {name} (not pinned):");
+        }
         for prompt in PROMPTS {
             let out = Command::new(&simple)
                 .arg("-m")
@@ -245,13 +256,21 @@ fn references() -> Result<(), String> {
                 ));
             }
             let text = String::from_utf8_lossy(&out.stdout);
-            // llama-simple echoes the prompt, then the continuation.
+            // llama-simple echoes the prompt, then the continuation, then
+            // one newline of its own.
             let continuation = text
                 .find(prompt)
                 .map_or(text.as_ref(), |at| &text[at + prompt.len()..]);
-            println!("    ({prompt:?}, {continuation:?}),");
+            let continuation = continuation.strip_suffix('\n').unwrap_or(continuation);
+            if pinned {
+                println!("    ({prompt:?}, {continuation:?}),");
+            } else {
+                eprintln!("    {prompt:?} → {continuation:?}");
+            }
         }
-        println!("];");
+        if pinned {
+            println!("];");
+        }
     }
     Ok(())
 }

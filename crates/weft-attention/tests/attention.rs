@@ -13,7 +13,10 @@ use weft_kernel::{Host, Twin};
 /// The candidates this host runs for `d` and `kv`: the arm, then twins.
 fn candidates(d: usize, kv: KvType) -> Vec<(String, AttentionKernel)> {
     let host = Host::detect();
-    let mut v = vec![("arm".to_owned(), AttentionKernel::of_arm(d, kv).expect("arm"))];
+    let mut v = vec![(
+        "arm".to_owned(),
+        AttentionKernel::of_arm(d, kv).expect("arm"),
+    )];
     let offer = offer_for(&body_site(d, kv));
     let twins: Vec<Box<dyn Twin>> = vec![
         Box::new(TWINS[0]),
