@@ -279,21 +279,27 @@ fn real_model_through_the_plan_knows_the_capital_of_france() {
 // decoding; Weft played no part).
 include!("peer_references.rs");
 
-/// Where Weft's greedy choice, teacher-forced along llama.cpp's
-/// continuation of `prompt`, differs from llama.cpp's token: `(step, gap)`
-/// with `gap` how far (in logits) llama.cpp's token lies below Weft's best.
-/// Also the number of steps compared.
-fn disagreements(
-    model: &weft_llm::Model,
-    prompt: &str,
-    continuation: &str,
-) -> (usize, Vec<(usize, f32)>) {
+/// A 2-thread engine over `model`'s weights, its plan compiled once.
+fn engine(model: &weft_llm::Model) -> weft_llm::Engine {
     let options = weft_plan::Options {
         cache: weft_plan::CacheLocation::InMemory,
         ..weft_plan::Options::default()
     };
-    let mut e = weft_llm::Engine::new(model.weights.clone(), options, 2, &mut |_, _| {})
-        .expect("the plan compiles");
+    weft_llm::Engine::new(model.weights.clone(), options, 2, &mut |_, _| {})
+        .expect("the plan compiles")
+}
+
+/// Where `e`'s greedy choice, teacher-forced along llama.cpp's
+/// continuation of `prompt`, differs from llama.cpp's token: `(step, gap)`
+/// with `gap` how far (in logits) llama.cpp's token lies below Weft's best.
+/// Also the number of steps compared.
+fn disagreements(
+    e: &mut weft_llm::Engine,
+    model: &weft_llm::Model,
+    prompt: &str,
+    continuation: &str,
+) -> (usize, Vec<(usize, f32)>) {
+    e.reset();
     let prompt_ids = model.prompt_tokens(prompt, true);
     let full = model
         .tokenizer
@@ -332,9 +338,10 @@ const NEAR_TIE: f32 = 0.25;
 #[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
 fn real_model_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
     let model = weft_llm::Model::open(&model_path(), 96).expect("the model loads");
+    let mut e = engine(&model);
     let mut ties = 0;
     for (prompt, want) in LLAMA_CPP_Q8_0 {
-        let (steps, off) = disagreements(&model, prompt, want);
+        let (steps, off) = disagreements(&mut e, &model, prompt, want);
         eprintln!("{prompt:?}: {steps} steps, off at {off:?}");
         assert!(steps >= REFERENCE_TOKENS - 2, "{prompt:?}: {steps} tokens");
         for &(step, gap) in &off {
@@ -374,8 +381,9 @@ fn real_model_native_q8_0_file_is_the_loaded_q4_1_file_and_follows_llama_cpp() {
             assert!(a.bytes() == b.bytes(), "{t} of layer {layer} differs");
         }
     }
+    let mut e = engine(&native);
     for (prompt, want) in LLAMA_CPP_Q8_0 {
-        let (_, off) = disagreements(&native, prompt, want);
+        let (_, off) = disagreements(&mut e, &native, prompt, want);
         for (step, gap) in off {
             assert!(
                 gap < NEAR_TIE,

@@ -376,45 +376,44 @@ pub fn listing(code: &weft_kernel::NativeCode) -> String {
     let pool = code.pool.unwrap_or(code.bytes.len()).min(code.bytes.len());
     let mut out = listing_of(arch, &code.bytes[..pool]);
     for (i, w) in code.bytes[pool..].chunks(4).enumerate() {
-        let mut word = [0u8; 4];
-        word[..w.len()].copy_from_slice(w);
-        let word = u32::from_le_bytes(word);
-        let hex: Vec<String> = w.iter().map(|b| format!("{b:02x}")).collect();
-        let _ = writeln!(
-            out,
-            "{:06x}  {:<32} .word {word:#010x} // pool",
-            pool + 4 * i,
-            hex.join(" ")
-        );
+        let text = format!(".word {:#010x} // pool", word_of(w));
+        listing_line(&mut out, pool + 4 * i, w, &text);
     }
     out
+}
+
+/// One listing line: offset, the bytes in memory order, the text.
+fn listing_line(out: &mut String, offset: usize, raw: &[u8], text: &str) {
+    let hex: Vec<String> = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let _ = writeln!(out, "{offset:06x}  {:<32} {text}", hex.join(" "));
+}
+
+/// Up to four bytes as a little-endian word (a short tail zero-extended).
+fn word_of(w: &[u8]) -> u32 {
+    let mut word = [0u8; 4];
+    word[..w.len()].copy_from_slice(w);
+    u32::from_le_bytes(word)
 }
 
 /// [`listing`] of raw `bytes` for `arch`, all taken as instructions.
 pub fn listing_of(arch: Arch, bytes: &[u8]) -> String {
     let mut out = String::new();
-    let mut line = |offset: usize, raw: &[u8], text: &str| {
-        let hex: Vec<String> = raw.iter().map(|b| format!("{b:02x}")).collect();
-        let _ = writeln!(out, "{offset:06x}  {:<32} {text}", hex.join(" "));
-    };
     match arch {
         Arch::X86_64 => {
             // weft-x64 decodes (Intel syntax, resynchronising after a bad
             // byte); the line format is this function's.
             for l in weft_x64::Listing::decode(bytes).lines {
-                line(l.offset, &l.bytes, &l.text);
+                listing_line(&mut out, l.offset, &l.bytes, &l.text);
             }
         }
         Arch::Aarch64 => {
             // weft-a64 decodes the forms it knows; others (and Cranelift's
             // constant pool) stay as `.word`.
             for (i, w) in bytes.chunks(4).enumerate() {
-                let mut word = [0u8; 4];
-                word[..w.len()].copy_from_slice(w);
-                let word = u32::from_le_bytes(word);
+                let word = word_of(w);
                 let text = weft_a64::decode(word)
                     .map_or_else(|| format!(".word {word:#010x}"), |inst| inst.to_string());
-                line(i * 4, w, &text);
+                listing_line(&mut out, i * 4, w, &text);
             }
         }
     }

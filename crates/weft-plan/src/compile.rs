@@ -361,34 +361,18 @@ impl Planner {
         };
         // What was judged, beside the report's words: each candidate's
         // bytes and price breakdown, in the report's order.
-        let mut judged: Vec<Candidate> = entry
-            .arms
+        let mut judged: Vec<Candidate> = reports
             .iter()
-            .flat_map(|a| {
-                std::iter::once(Candidate {
-                    name: a.arm.name(),
-                    arm: None,
-                    code: None,
-                    priced: None,
-                })
-                .chain(a.twins.iter().map(|t| Candidate {
-                    name: t.name(),
-                    arm: Some(a.arm.name()),
-                    code: None,
-                    priced: None,
-                }))
+            .map(|r| Candidate {
+                name: r.name.clone(),
+                arm: r.arm.clone(),
+                code: None,
+                priced: None,
             })
             .collect();
-        judged.sort_by_key(|c| {
-            reports
-                .iter()
-                .position(|r| r.name == c.name && r.arm.as_deref() == c.arm)
-        });
-        for c in arm_cands.iter().chain(bodies.iter()) {
-            if let Some(j) = judged.iter_mut().find(|j| j.name == c.name) {
-                j.code = Some(Arc::clone(&c.code));
-                j.priced = Some(c.priced.clone());
-            }
+        for c in arm_cands.iter().chain(&bodies) {
+            judged[c.report].code = Some(Arc::clone(&c.code));
+            judged[c.report].priced = Some(c.priced.clone());
         }
         compiled.candidates = judged;
         let report = SiteReport {

@@ -68,9 +68,9 @@ pub struct CompiledSite {
 #[derive(Clone, Debug)]
 pub struct Candidate {
     /// The candidate's name.
-    pub name: &'static str,
+    pub name: String,
     /// For a twin, the arm whose offer it takes.
-    pub arm: Option<&'static str>,
+    pub arm: Option<String>,
     /// Its body, if it got one.
     pub code: Option<Arc<NativeCode>>,
     /// Its price breakdown (or why it has none), if it got that far.

@@ -1073,7 +1073,7 @@ fn the_plan_remembers_every_candidates_bytes_price_and_label() {
         assert!(s.label.starts_with("matvec."), "{}", s.label);
         assert_eq!(s.rule, r.rule);
         // The candidates are the report's, in its order.
-        let names: Vec<&str> = s.candidates.iter().map(|c| c.name).collect();
+        let names: Vec<&str> = s.candidates.iter().map(|c| c.name.as_str()).collect();
         let reported: Vec<&str> = r.candidates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, reported);
         for (c, cr) in s.candidates.iter().zip(&r.candidates) {
