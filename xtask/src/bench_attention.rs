@@ -4,8 +4,10 @@
 //! (`lq = 1`, `d = 64`, `lk` 512 and 4096, one head and SmolLM2's 9 query
 //! heads over 3 KV heads, f32 and binary16 K/V), with two peers measured
 //! in the same run: a register FMA loop (the prefill peak: independent
-//! `vfmadd231ps` on zmm, or ymm without AVX-512) and a streaming read of
-//! the call's K and V bytes (the decode bound).
+//! `vfmadd231ps` on zmm, or ymm without AVX-512) and the shared
+//! streaming-read ceiling ([`crate::ceiling`]: every read loop it has, each
+//! a candidate of its own, over the call's K and V bytes; the fastest is
+//! the decode bound, and the table names it).
 //!
 //! Protocol, per shape: every candidate is warmed up and its calls per
 //! sample calibrated (about [`SAMPLE_SECS`], at least one), then
@@ -16,7 +18,9 @@
 //! K and V bytes a call must read once.
 //!
 //! The last line is the summary (see [`summarize`]):
-//! `bench attention: fused_vs_chain=X prefill_peak_fraction=Y decode_bw_fraction=Z`.
+//! `bench attention: fused_vs_chain=X fused_arm_vs_chain=A prefill_peak_fraction=Y
+//! decode_ceiling_fraction=Z`. A fraction above 1.00 is printed as
+//! `(above-ceiling)`: a defect of the ceiling, not a result.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -25,10 +29,11 @@ use weft_attention::arm::{offer_for, AttentionKernel};
 use weft_attention::chain::{AttentionChain, ChainScratch};
 use weft_attention::twin_x64::TWINS;
 use weft_attention::{AttentionShape, KvSlice, KvType, Layout, SiteShape};
-use weft_kernel::{Host, Kernel, NativeCode, Twin};
-use weft_x64::iced_x86::code_asm::registers::{ymm, zmm};
-use weft_x64::iced_x86::code_asm::{qword_ptr, rcx};
-use weft_x64::{Abi, Clobbers, Emitter};
+use weft_kernel::{Host, Kernel, Twin};
+
+use crate::ceiling::{self, fmt_fraction, ReadLoop};
+use crate::peaks::{self, PeakArgs, PEAK_ITERS};
+use crate::results::{self, Arith, Point};
 
 /// Interleaved rounds; the median is reported.
 const ROUNDS: usize = 11;
@@ -36,11 +41,6 @@ const ROUNDS: usize = 11;
 const SAMPLE_SECS: f64 = 0.020;
 /// Upper bound on calls per sample.
 const MAX_REPS: usize = 100_000;
-/// Independent accumulators of the FMA peak loop (2 pipes × latency 4,
-/// with room).
-const PEAK_ACCS: usize = 12;
-/// Iterations of the FMA peak loop per call.
-const PEAK_ITERS: u64 = 1 << 16;
 
 /// What a candidate is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,8 +145,17 @@ impl Measured {
             .min_by(f64::total_cmp)
     }
 
-    /// Stream median / best twin median (decode shapes).
-    fn bw_fraction(&self) -> Option<f64> {
+    /// The read loop that set the ceiling (the fastest of them).
+    fn ceiling_loop(&self) -> Option<&str> {
+        self.results
+            .iter()
+            .filter(|r| r.kind == Kind::Stream)
+            .min_by(|a, b| a.median.total_cmp(&b.median))
+            .map(|r| r.name.as_str())
+    }
+
+    /// Ceiling median / best twin median (decode shapes).
+    fn ceiling_fraction(&self) -> Option<f64> {
         Some(self.best(Kind::Stream)? / self.best(Kind::Twin)?)
     }
 
@@ -168,8 +177,9 @@ impl Measured {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Summary {
     fused_vs_chain: Option<f64>,
+    fused_arm_vs_chain: Option<f64>,
     prefill_peak_fraction: Option<f64>,
-    decode_bw_fraction: Option<f64>,
+    decode_ceiling_fraction: Option<f64>,
     decode_bound_fraction: Option<f64>,
 }
 
@@ -187,13 +197,16 @@ fn min_over_targets(all: &[Measured], f: impl Fn(&Measured) -> Option<f64>) -> O
 }
 
 /// - `fused_vs_chain`: at the prefill shape, chain median / best twin median.
+/// - `fused_arm_vs_chain`: at the prefill shape, chain median / the fused
+///   arm's: the same compiler (Cranelift) at the same width on both sides,
+///   so what fusion alone buys, without the twins' hand-written code.
 /// - `prefill_peak_fraction`: the best twin's GFLOP/s at the prefill shape
 ///   over the register FMA loop's, measured in the same rounds.
-/// - `decode_bw_fraction`: over the decode shapes the target names
+/// - `decode_ceiling_fraction`: over the decode shapes the target names
 ///   (binary32 K/V: `lk` 512 and 4096, one head and 9/3 heads, and the
 ///   language model's 9/3 heads at `lk` 600 from a token-major cache), the
-///   **minimum** of the best twin's KV bytes per second over the streaming
-///   read's of the same bytes (stream median / twin median), so a target
+///   **minimum** of the best twin's KV bytes per second over the ceiling's
+///   over the same bytes (ceiling median / twin median), so a target
 ///   must hold at every such shape. The binary16 shape is printed beside
 ///   it, not in it: its multiply-adds take longer than streaming its
 ///   (halved) bytes, see `decode_bound_fraction`.
@@ -203,6 +216,7 @@ fn min_over_targets(all: &[Measured], f: impl Fn(&Measured) -> Option<f64>) -> O
 fn summarize(all: &[Measured]) -> Summary {
     let prefill = all.iter().find(|m| m.shape.prefill);
     let fused_vs_chain = prefill.and_then(|m| Some(m.best(Kind::Chain)? / m.best(Kind::Twin)?));
+    let fused_arm_vs_chain = prefill.and_then(|m| Some(m.best(Kind::Chain)? / m.best(Kind::Arm)?));
     let prefill_peak_fraction = prefill.and_then(|m| {
         let twin = m.flops / m.best(Kind::Twin)?;
         let peak = m.peak_flops / m.best(Kind::Peak)?;
@@ -210,8 +224,9 @@ fn summarize(all: &[Measured]) -> Summary {
     });
     Summary {
         fused_vs_chain,
+        fused_arm_vs_chain,
         prefill_peak_fraction,
-        decode_bw_fraction: min_over_targets(all, Measured::bw_fraction),
+        decode_ceiling_fraction: min_over_targets(all, Measured::ceiling_fraction),
         decode_bound_fraction: min_over_targets(all, Measured::bound_fraction),
     }
 }
@@ -242,114 +257,6 @@ impl Rng {
     fn f32(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     }
-}
-
-/// The streaming read: `bytes` as u64 words into eight accumulators.
-fn stream_sum(bytes: &[u8]) -> u64 {
-    let (words, tail) = bytes.as_chunks::<8>();
-    let (octets, rest) = words.as_chunks::<8>();
-    let mut acc = [0u64; 8];
-    for o in octets {
-        for (a, w) in acc.iter_mut().zip(o) {
-            *a = a.wrapping_add(u64::from_le_bytes(*w));
-        }
-    }
-    for (a, w) in acc.iter_mut().zip(rest) {
-        *a = a.wrapping_add(u64::from_le_bytes(*w));
-    }
-    let t = tail.iter().fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
-    acc.iter().fold(t, |s, &a| s.wrapping_add(a))
-}
-
-/// The argument of the FMA peak loop: its iteration count.
-#[repr(C)]
-struct PeakArgs {
-    iters: u64,
-}
-
-/// A register FMA loop: [`PEAK_ACCS`] independent `vfmadd231ps` a
-/// step (zmm with AVX-512, else ymm), `iters` steps.
-fn peak_kernel(host: &Host) -> Result<(Kernel<PeakArgs>, f64), String> {
-    let wide = host.has(weft_kernel::Feature::Avx512f);
-    let err = |e: weft_x64::EmitError| e.to_string();
-    let mut e = Emitter::new(Abi::host()).map_err(err)?;
-    let mut clobbers = Clobbers::none();
-    let zs = [
-        zmm::zmm0,
-        zmm::zmm1,
-        zmm::zmm2,
-        zmm::zmm3,
-        zmm::zmm4,
-        zmm::zmm5,
-        zmm::zmm6,
-        zmm::zmm7,
-        zmm::zmm8,
-        zmm::zmm9,
-        zmm::zmm10,
-        zmm::zmm11,
-        zmm::zmm12,
-        zmm::zmm13,
-        zmm::zmm14,
-        zmm::zmm15,
-    ];
-    let ys = [
-        ymm::ymm0,
-        ymm::ymm1,
-        ymm::ymm2,
-        ymm::ymm3,
-        ymm::ymm4,
-        ymm::ymm5,
-        ymm::ymm6,
-        ymm::ymm7,
-        ymm::ymm8,
-        ymm::ymm9,
-        ymm::ymm10,
-        ymm::ymm11,
-        ymm::ymm12,
-        ymm::ymm13,
-        ymm::ymm14,
-        ymm::ymm15,
-    ];
-    for z in zs {
-        clobbers = clobbers.with(z);
-    }
-    e.prologue(clobbers).map_err(err)?;
-    let args = e.args_reg();
-    e.asm()
-        .mov(rcx, qword_ptr(args))
-        .map_err(|x| err(x.into()))?;
-    // Small operands: the sums grow by 1e-12 a step, never subnormal.
-    e.broadcast_f32(ys[14], 1.0e-6).map_err(err)?;
-    e.broadcast_f32(ys[15], 1.0e-6).map_err(err)?;
-    for y in &ys[..PEAK_ACCS] {
-        e.broadcast_f32(*y, 1.0).map_err(err)?;
-    }
-    e.counted_loop(rcx, |e| {
-        for i in 0..PEAK_ACCS {
-            let r = if wide {
-                e.asm().vfmadd231ps(zs[i], zs[14], zs[15])
-            } else {
-                e.asm().vfmadd231ps(ys[i], ys[14], ys[15])
-            };
-            r.map_err(weft_x64::EmitError::from)?;
-        }
-        Ok(())
-    })
-    .map_err(err)?;
-    e.epilogue().map_err(err)?;
-    let emitted = e.finish().map_err(err)?;
-    let code = NativeCode {
-        isa: weft_kernel::Isa::X86_64,
-        bytes: emitted.bytes,
-        pool: None,
-        loops: Vec::new(),
-    };
-    // SAFETY: the body above reads only `iters` through the pointer,
-    // touches only volatile or saved registers and returns.
-    let k = unsafe { Kernel::from_native(&code) }.map_err(|e| e.to_string())?;
-    let lanes = if wide { 16.0 } else { 8.0 };
-    let flops = PEAK_ITERS as f64 * PEAK_ACCS as f64 * lanes * 2.0;
-    Ok((k, flops))
 }
 
 /// The operands of one shape.
@@ -432,7 +339,7 @@ fn as_bytes_u16(v: &[u16]) -> &[u8] {
 enum Runner<'a> {
     Fused(&'a AttentionKernel),
     Chain(&'a AttentionChain),
-    Stream,
+    Stream(ReadLoop),
     Peak(&'a Kernel<PeakArgs>),
 }
 
@@ -463,9 +370,9 @@ fn call(
                 scratch,
             )
             .map_err(|e| e.to_string())?,
-        Runner::Stream => {
-            black_box(stream_sum(black_box(ops.kv_bytes())));
-            black_box(stream_sum(black_box(ops.v_bytes())));
+        Runner::Stream(l) => {
+            black_box(l.read(black_box(ops.kv_bytes())));
+            black_box(l.read(black_box(ops.v_bytes())));
         }
         Runner::Peak(k) => {
             let args = PeakArgs { iters: PEAK_ITERS };
@@ -536,11 +443,13 @@ fn measure(host: &Host, sh: Shape, peak: &(Kernel<PeakArgs>, f64)) -> Result<Mea
         runner: Runner::Peak(&peak.0),
     });
     if !sh.prefill {
-        cands.push(Candidate {
-            name: "stream-read K+V (peer)".to_owned(),
-            kind: Kind::Stream,
-            runner: Runner::Stream,
-        });
+        for l in ceiling::loops() {
+            cands.push(Candidate {
+                name: format!("{} K+V", l.name()),
+                kind: Kind::Stream,
+                runner: Runner::Stream(l),
+            });
+        }
     }
     let mut o = vec![0.0f32; ops.layout.o_len(&ops.shape).unwrap_or(0)];
     let mut scratch = ChainScratch::new(&ops.shape);
@@ -641,7 +550,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         println!("  (debug build: run `cargo run --release -p xtask -- bench attention` for real figures)");
     }
     let host = Host::detect();
-    let peak = peak_kernel(&host)?;
+    let peak = peaks::fma(&host)?;
     let present: Vec<&str> = TWINS
         .iter()
         .filter(|t| weft_kernel::require_features(&host, t.requires()).is_ok())
@@ -669,14 +578,46 @@ pub fn run(args: &[String]) -> Result<(), String> {
         all.push(m);
     }
     let s = summarize(&all);
+    let points: Vec<Point> = all
+        .iter()
+        .flat_map(|m| {
+            m.results.iter().filter_map(|r| {
+                let kind = match r.kind {
+                    Kind::Twin => "twin",
+                    Kind::Arm => "arm",
+                    Kind::Chain => "chain",
+                    Kind::Stream | Kind::Peak => return None,
+                };
+                Some(Point {
+                    family: "attention".into(),
+                    candidate: r.name.clone(),
+                    kind: kind.into(),
+                    shape: m.shape.name.to_owned(),
+                    arith: Arith::F32,
+                    work: m.flops,
+                    bytes: m.kv_bytes,
+                    secs: r.median,
+                })
+            })
+        })
+        .collect();
+    let saved = results::save("attention", &host.model, &points)?;
     println!();
-    println!("decode, per shape: stream / twin, max(stream, FMA floor) / twin");
+    println!(
+        "one-thread points for `cargo xtask roofline`: {}",
+        saved.display()
+    );
+    println!();
+    println!(
+        "decode, per shape: ceiling / twin, max(ceiling, FMA floor) / twin, the ceiling's loop"
+    );
     for m in all.iter().filter(|m| !m.shape.prefill) {
         println!(
-            "  {:<36} {:>6} {:>6}{}",
+            "  {:<36} {:>6} {:>6} {:<24}{}",
             m.shape.name,
-            fmt_opt(m.bw_fraction()),
-            fmt_opt(m.bound_fraction()),
+            fmt_fraction(m.ceiling_fraction()),
+            fmt_fraction(m.bound_fraction()),
+            m.ceiling_loop().unwrap_or("absent"),
             if m.shape.target {
                 ""
             } else {
@@ -686,14 +627,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     println!(
         "bench attention: decode_bound_fraction={}",
-        fmt_opt(s.decode_bound_fraction)
+        fmt_fraction(s.decode_bound_fraction)
     );
     println!();
     println!(
-        "bench attention: fused_vs_chain={} prefill_peak_fraction={} decode_bw_fraction={}",
+        "bench attention: fused_vs_chain={} fused_arm_vs_chain={} prefill_peak_fraction={} decode_ceiling_fraction={}",
         fmt_opt(s.fused_vs_chain),
-        fmt_opt(s.prefill_peak_fraction),
-        fmt_opt(s.decode_bw_fraction)
+        fmt_opt(s.fused_arm_vs_chain),
+        fmt_fraction(s.prefill_peak_fraction),
+        fmt_fraction(s.decode_ceiling_fraction)
     );
     Ok(())
 }
@@ -742,8 +684,9 @@ mod tests {
         ];
         let s = summarize(&all);
         assert_eq!(s.fused_vs_chain, Some(8.0));
+        assert_eq!(s.fused_arm_vs_chain, Some(8.0 / 3.0));
         assert_eq!(s.prefill_peak_fraction, Some(0.5));
-        assert_eq!(s.decode_bw_fraction, Some(0.5));
+        assert_eq!(s.decode_ceiling_fraction, Some(0.5));
     }
 
     #[test]
@@ -778,9 +721,9 @@ mod tests {
             off_target,
         ];
         let s = summarize(&all);
-        assert_eq!(s.decode_bw_fraction, Some(0.25));
+        assert_eq!(s.decode_ceiling_fraction, Some(0.25));
         assert_eq!(s.decode_bound_fraction, Some(0.5));
-        assert_eq!(all[2].bw_fraction(), Some(0.01));
+        assert_eq!(all[2].ceiling_fraction(), Some(0.01));
     }
 
     #[test]
@@ -801,26 +744,19 @@ mod tests {
             s,
             Summary {
                 fused_vs_chain: None,
+                fused_arm_vs_chain: Some(8.0 / 3.0),
                 prefill_peak_fraction: None,
-                decode_bw_fraction: None,
+                decode_ceiling_fraction: None,
                 decode_bound_fraction: None
             }
         );
     }
 
     #[test]
-    fn median_and_stream_sum() {
+    fn median_of_odd_even_and_none() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
-        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
-        let (words, tail) = bytes.as_chunks::<8>();
-        let want = words
-            .iter()
-            .map(|w| u64::from_le_bytes(*w))
-            .chain(tail.iter().map(|&b| u64::from(b)))
-            .fold(0u64, u64::wrapping_add);
-        assert_eq!(stream_sum(&bytes), want);
     }
 
     #[test]

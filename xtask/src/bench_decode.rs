@@ -25,7 +25,17 @@
 //! summary adds `neighbour_2t_vs_1t` (2-thread over 1-thread rate, target
 //! ≥ 1.0: a second thread must never cost more than it brings).
 //!
-//! The last line is the summary: `bench decode: tok_s_1t=A tok_s_2t=B`.
+//! The shared streaming-read ceiling ([`crate::ceiling`]) runs in the same
+//! rounds: every read loop, at 1 and 2 threads, over a buffer as large as
+//! the weight bytes one token streams ([`weft_llm::Weights::streamed_bytes`]),
+//! [`CEILING_PASSES`] passes a sample. `ceiling_fraction_Nt` is weight bytes
+//! per token × tok/s over the ceiling's bytes per second (equivalently the
+//! ceiling's time per pass over the time per token); above 1.00 it is
+//! printed as `(above-ceiling)`, a defect of the ceiling to investigate.
+//!
+//! The last line is the summary: `bench decode: model=NAME tok_s_1t=A
+//! tok_s_2t=B ceiling_fraction_1t=C ceiling_fraction_2t=D ceiling_1t=LOOP
+//! ceiling_2t=LOOP`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,12 +43,42 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft_llm::{Config, Engine, Model};
+use weft_plan::Executor;
+
+use crate::ceiling::{self, fmt_fraction, Ceiling, Read, ReadLoop};
 
 /// Decode steps timed per round.
 const TOKENS: usize = 64;
 
 /// Rounds per thread count (interleaved).
 const ROUNDS: usize = 7;
+
+/// Passes over the token's weight bytes in one sample of a read loop.
+const CEILING_PASSES: usize = 8;
+
+/// One sample of a read loop: seconds per pass over `bytes`.
+fn read_round(l: &ReadLoop, exec: &Executor, bytes: &[u8], threads: usize) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..CEILING_PASSES {
+        std::hint::black_box(l.read_parts(exec, std::hint::black_box(bytes), threads));
+    }
+    t0.elapsed().as_secs_f64() / CEILING_PASSES as f64
+}
+
+/// Bytes that no pass can skip: a xorshift stream, so no page is the
+/// shared zero page.
+fn ceiling_buffer(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
 
 /// The prompt fed before each round's decode ("The capital of France is"
 /// in SmolLM2's vocabulary when the real model runs; any ids otherwise).
@@ -200,6 +240,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let model = match model {
         Some(m) => m,
+        None if peer.is_some() => {
+            return Err(
+                "bench decode: --peer needs the real model (llama.cpp cannot run the embedded synthetic one), and it could not be fetched"
+                    .into(),
+            )
+        }
         None => Model::embedded(&Config {
             max_seq,
             ..Config::smollm2_135m()
@@ -209,6 +255,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let what = match &model.source {
         weft_llm::Source::File(p) => p.display().to_string(),
         weft_llm::Source::Embedded => "the embedded model".to_owned(),
+    };
+    // For the summary line: the file's name, or `embedded`.
+    let model_name = match &model.source {
+        weft_llm::Source::File(p) => p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        weft_llm::Source::Embedded => "embedded".to_owned(),
     };
     let options = weft_plan::Options::from_env().map_err(|e| e.to_string())?;
     let prompt = prompt(&model);
@@ -229,6 +283,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
         engines.push(e);
     }
     let streamed = model.weights.streamed_bytes() as f64;
+    let buffer = ceiling_buffer(model.weights.streamed_bytes());
+    let reader = Executor::new(2);
+    // The read loops at 1 and 2 threads, each a slot of its own.
+    let reads: Vec<(ReadLoop, usize)> = [1usize, 2]
+        .into_iter()
+        .flat_map(|t| ceiling::loops().into_iter().map(move |l| (l, t)))
+        .collect();
+    for (l, t) in &reads {
+        read_round(l, &reader, &buffer, *t);
+    }
     let neighbour = if with_neighbour {
         Some(Neighbour::start()?)
     } else {
@@ -238,23 +302,43 @@ pub fn run(args: &[String]) -> Result<(), String> {
     for e in &mut engines {
         round(e, &prompt)?;
     }
-    // Per round, in rotating order: ours on 1 and 2 threads, then the
-    // peer's (0, 1: ours; 2, 3: the peer's).
-    let slots = if peer.is_some() { 4 } else { 2 };
+    // Per round, in rotating order: ours on 1 and 2 threads, the peer's,
+    // then the read loops (0, 1: ours; 2, 3: the peer's when there is one;
+    // the rest: `reads`, their figure seconds per pass, not a rate).
+    let ours = if peer.is_some() { 4 } else { 2 };
+    let slots = ours + reads.len();
     let mut rates = vec![Vec::new(); slots];
     for r in 0..ROUNDS {
         for k in 0..slots {
             let i = (r + k) % slots;
             let rate = match (&peer, i) {
                 (_, 0 | 1) => round(&mut engines[i], &prompt)?,
-                (Some(p), _) => p.round(i - 1)?,
-                (None, _) => unreachable!("two slots without a peer"),
+                (Some(p), 2 | 3) => p.round(i - 1)?,
+                _ => {
+                    let (l, t) = &reads[i - ours];
+                    read_round(l, &reader, &buffer, *t)
+                }
             };
             rates[i].push(rate);
         }
     }
     drop(neighbour);
-    let tok_s: Vec<f64> = rates.into_iter().map(median).collect();
+    let mut medians: Vec<f64> = rates.into_iter().map(median).collect();
+    let read_secs = medians.split_off(ours);
+    let tok_s = medians;
+    let measured_reads: Vec<Read> = reads
+        .iter()
+        .zip(&read_secs)
+        .map(|((l, t), &secs)| Read {
+            name: l.name().to_owned(),
+            threads: *t as u64,
+            secs,
+        })
+        .collect();
+    let ceilings = [
+        Ceiling::best(&measured_reads, 1),
+        Ceiling::best(&measured_reads, 2),
+    ];
     let beside = if with_neighbour {
         ", beside a process spinning on one core"
     } else {
@@ -264,23 +348,38 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "decode of {TOKENS} tokens after an 8-token prompt, {ROUNDS} interleaved rounds{beside}, medians:"
     );
     if peer.is_some() {
-        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s | llama.cpp tok/s | ratio |");
-        println!("|---|---|---|---|---|---|");
+        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s | ceiling GB/s | of ceiling | llama.cpp tok/s | ratio |");
+        println!("|---|---|---|---|---|---|---|---|");
     } else {
-        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s |");
-        println!("|---|---|---|---|");
+        println!("| threads | tok/s | ms/token | Q8_0 weight GB/s | ceiling GB/s | of ceiling |");
+        println!("|---|---|---|---|---|---|");
     }
     for (i, t) in tok_s.iter().take(2).enumerate() {
         let peer_cols = match tok_s.get(i + 2) {
             Some(p) => format!(" {p:.1} | {:.2} |", t / p),
             None => String::new(),
         };
+        let (ceiling_gbs, of_ceiling) = match &ceilings[i] {
+            Some(c) => (
+                format!("{:.1}", streamed / c.secs / 1e9),
+                fmt_fraction(Some(c.fraction(1.0 / t))),
+            ),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         println!(
-            "| {} | {t:.1} | {:.2} | {:.1} |{peer_cols}",
+            "| {} | {t:.1} | {:.2} | {:.1} | {ceiling_gbs} | {of_ceiling} |{peer_cols}",
             i + 1,
             1e3 / t,
             streamed * t / 1e9
         );
+    }
+    println!();
+    println!(
+        "read loops over {:.1} MB (the weight bytes of one token), median ms per pass:",
+        streamed / 1e6
+    );
+    for (r, secs) in measured_reads.iter().zip(&read_secs) {
+        println!("  {:<24} {}t {:>8.2}", r.name, r.threads, secs * 1e3);
     }
 
     // Where one thread's time goes.
@@ -317,9 +416,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         String::new()
     };
+    let fraction =
+        |i: usize| fmt_fraction(ceilings[i].as_ref().map(|c| c.fraction(1.0 / tok_s[i])));
+    let label = |i: usize| {
+        ceilings[i]
+            .as_ref()
+            .map_or("absent".to_owned(), Ceiling::label)
+    };
     println!(
-        "bench decode: tok_s_1t={:.1} tok_s_2t={:.1}{neighbour_col}",
-        tok_s[0], tok_s[1]
+        "bench decode: model={model_name} tok_s_1t={:.1} tok_s_2t={:.1} ceiling_fraction_1t={} ceiling_fraction_2t={} ceiling_1t={} ceiling_2t={}{neighbour_col}",
+        tok_s[0],
+        tok_s[1],
+        fraction(0),
+        fraction(1),
+        label(0),
+        label(1),
     );
     Ok(())
 }

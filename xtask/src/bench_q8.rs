@@ -11,10 +11,12 @@
 //! each round), and each candidate reports its median. Drifting clocks and
 //! noisy neighbours so hit every candidate alike.
 //!
-//! The peer ([`stream_sum`]) is an honest fast read of the same bytes:
-//! 64-byte (AVX-512) or 32-byte (AVX2) unaligned loads, 256 bytes per
-//! iteration into four independent accumulators, no arithmetic the loads
-//! wait for; the hardware prefetchers see one linear stream per thread.
+//! The yardstick is the shared streaming-read ceiling ([`crate::ceiling`]):
+//! every read loop it has (widest loads, software prefetch at three
+//! distances, non-temporal prefetch) runs as its own candidate over the
+//! same weight bytes, in the same rounds, split the same way; the ceiling
+//! at `t` threads is the fastest of them at ≤ `t` threads, and the tables
+//! name the loop that set it.
 //!
 //! Two-thread runs (kernels and peer alike) go through the planner's
 //! persistent executor, `weft_plan::Executor` (see [`executor`]): kernels
@@ -26,21 +28,27 @@
 //! SmolLM2-135M decode step at batch 1 (30 layers of q, k, v, o, gate,
 //! up, down and the output projection, each with its own weights, 143 MB:
 //! more than L3, so every token streams them from DRAM), per token, for
-//! every candidate and the peer, interleaved rounds, medians; it ends with
-//! `bench q8-matvec token: best_twin_ms_1t=… best_twin_ms_2t=…
-//! stream_ms_1t=… stream_ms_2t=…`. `cargo xtask bench q8-matvec token`
-//! runs only that section.
+//! every candidate and every read loop, interleaved rounds, medians; it
+//! ends with `bench q8-matvec token: best_twin_ms_1t=… best_twin_ms_2t=…
+//! ceiling_ms_1t=… ceiling_ms_2t=… ceiling_fraction_1t=…
+//! ceiling_fraction_2t=… ceiling_1t=LOOP ceiling_2t=LOOP`.
+//! `cargo xtask bench q8-matvec token` runs only that section.
 //!
 //! The last line is the summary (see [`summarize`]):
-//! `bench q8-matvec: best_twin_vs_arm_l2=X dram_fraction_1t=Y dram_fraction_2t=Z`.
+//! `bench q8-matvec: best_twin_vs_arm_l2=X ceiling_fraction_1t=Y
+//! ceiling_fraction_2t=Z ceiling_1t=LOOP ceiling_2t=LOOP`. A fraction
+//! above 1.00 is printed as `(above-ceiling)`: a defect of the ceiling to
+//! investigate, not a result.
 //! `cargo xtask bench` always runs from a release build (see `main.rs`).
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use weft_kernel::{Host, MemberViews, Twin};
+
+use crate::ceiling::{self, fmt_fraction, Ceiling, Read, ReadLoop};
+use crate::results::{self, Arith, Point};
 use weft_plan::Executor;
 use weft_q8::arm::{offer_for, Q8MatvecKernel, ARM_NAME};
 use weft_q8::twin_x64::TWINS;
@@ -61,7 +69,7 @@ const BATCHES: [usize; 2] = [1, 4];
 /// Thread counts of every candidate.
 const THREADS: [u64; 2] = [1, 2];
 /// The shape (at batch 1) whose weights come from DRAM, for the
-/// `dram_fraction` figures.
+/// ceiling fractions of the summary.
 const DRAM_SHAPE: (usize, usize) = (4096, 14336);
 /// Interleaved rounds; the median is reported.
 const ROUNDS: usize = 11;
@@ -80,7 +88,7 @@ enum Kind {
     Arm,
     /// An x64 twin.
     Twin,
-    /// The streaming-read peer.
+    /// A read loop of the streaming-read ceiling.
     Stream,
 }
 
@@ -88,13 +96,13 @@ enum Kind {
 enum Runner {
     /// A placed `q8_0.matvec` kernel.
     Kernel(Arc<Q8MatvecKernel>),
-    /// The streaming-read peer over the weight bytes.
-    Stream,
+    /// One of the streaming-read ceiling's loops over the weight bytes.
+    Stream(ReadLoop),
 }
 
 /// One candidate at one thread count.
 struct Candidate {
-    name: &'static str,
+    name: String,
     kind: Kind,
     threads: u64,
     runner: Runner,
@@ -140,15 +148,36 @@ impl Measured {
             .map(|r| r.median)
             .min_by(f64::total_cmp)
     }
+
+    /// The streaming-read ceiling for kernels on `threads` threads.
+    fn ceiling(&self, threads: u64) -> Option<Ceiling> {
+        ceiling_of(&self.results, threads)
+    }
+}
+
+/// The ceiling among the read loops of `rows` (see [`crate::ceiling`]).
+fn ceiling_of(rows: &[Row], threads: u64) -> Option<Ceiling> {
+    let reads: Vec<Read> = rows
+        .iter()
+        .filter(|r| r.kind == Kind::Stream)
+        .map(|r| Read {
+            name: r.name.clone(),
+            threads: r.threads,
+            secs: r.median,
+        })
+        .collect();
+    Ceiling::best(&reads, threads)
 }
 
 /// The summary figures; `None` when the host has no twin (or, for the
 /// first, no shape fits in L2).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Summary {
     best_twin_vs_arm_l2: Option<f64>,
-    dram_fraction_1t: Option<f64>,
-    dram_fraction_2t: Option<f64>,
+    /// At [`DRAM_SHAPE`], batch 1: the best twin's fraction of the ceiling
+    /// and the ceiling's loop, at 1 and 2 threads.
+    ceiling_1t: Option<(f64, String)>,
+    ceiling_2t: Option<(f64, String)>,
 }
 
 /// The median of `v` (the mean of the middle two for an even count);
@@ -170,9 +199,10 @@ fn median(v: &[f64]) -> Option<f64> {
 ///   `l2`), batch 1 and 4, 1 thread, the **minimum** of arm median / best
 ///   twin median. The minimum, not a mean, so a target on it must hold at
 ///   every such shape and batch.
-/// - `dram_fraction_1t` / `_2t`: at [`DRAM_SHAPE`] batch 1, the best twin's
-///   weight bytes per second over the streaming read's, at 1 and 2 threads
-///   (the same bytes per call, so streaming median / twin median).
+/// - `ceiling_fraction_1t` / `_2t`: at [`DRAM_SHAPE`] batch 1, the best
+///   twin's weight bytes per second over the ceiling's, at 1 and 2 threads
+///   (the same bytes per call, so ceiling median / twin median), with the
+///   loop that set the ceiling.
 fn summarize(all: &[Measured], l2: u64) -> Summary {
     let best_twin_vs_arm_l2 = all
         .iter()
@@ -182,12 +212,16 @@ fn summarize(all: &[Measured], l2: u64) -> Summary {
     let dram = all
         .iter()
         .find(|m| (m.rows, m.cols) == DRAM_SHAPE && m.batch == 1);
-    let fraction =
-        |t: u64| dram.and_then(|m| Some(m.best(Kind::Stream, t)? / m.best(Kind::Twin, t)?));
+    let fraction = |t: u64| {
+        dram.and_then(|m| {
+            let c = m.ceiling(t)?;
+            Some((c.fraction(m.best(Kind::Twin, t)?), c.label()))
+        })
+    };
     Summary {
         best_twin_vs_arm_l2,
-        dram_fraction_1t: fraction(1),
-        dram_fraction_2t: fraction(2),
+        ceiling_1t: fraction(1),
+        ceiling_2t: fraction(2),
     }
 }
 
@@ -242,113 +276,6 @@ fn executor() -> &'static Executor {
     EXEC.get_or_init(|| Executor::new(2))
 }
 
-// ------------------------------------------------------------- the peer ---
-
-/// The streaming read: every byte of `bytes`, added as u64 words into
-/// independent accumulators (the widest loads the host has), so that only
-/// the loads limit it.
-fn stream_sum(bytes: &[u8]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the host has AVX-512F (checked just above).
-            return unsafe { stream_avx512(bytes) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the host has AVX2 (checked just above).
-            return unsafe { stream_avx2(bytes) };
-        }
-    }
-    stream_words(bytes)
-}
-
-/// The portable read: u64 words into eight accumulators; returns the
-/// wrapping sum of the little-endian words plus the tail bytes.
-fn stream_words(bytes: &[u8]) -> u64 {
-    let (words, tail) = bytes.as_chunks::<8>();
-    let (octets, rest) = words.as_chunks::<8>();
-    let mut acc = [0u64; 8];
-    for o in octets {
-        for (a, w) in acc.iter_mut().zip(o) {
-            *a = a.wrapping_add(u64::from_le_bytes(*w));
-        }
-    }
-    for (a, w) in acc.iter_mut().zip(rest) {
-        *a = a.wrapping_add(u64::from_le_bytes(*w));
-    }
-    let t = tail.iter().fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
-    acc.iter().fold(t, |s, &a| s.wrapping_add(a))
-}
-
-/// AVX-512: 4 × 64-byte unaligned loads per iteration into four
-/// accumulators of u64 lanes; the rest through [`stream_words`]. Same sum
-/// as [`stream_words`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn stream_avx512(bytes: &[u8]) -> u64 {
-    use std::arch::x86_64::*;
-    let (blocks, rest) = bytes.as_chunks::<256>();
-    let mut acc = [_mm512_setzero_si512(); 4];
-    for b in blocks {
-        for (k, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `b` is 256 bytes, so bytes 64k..64k+64 are in it;
-            // the load has no alignment requirement.
-            let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(64 * k).cast()) };
-            *a = _mm512_add_epi64(*a, v);
-        }
-    }
-    let sum = _mm512_add_epi64(
-        _mm512_add_epi64(acc[0], acc[1]),
-        _mm512_add_epi64(acc[2], acc[3]),
-    );
-    _mm512_reduce_add_epi64(sum) as u64 + stream_words(rest)
-}
-
-/// AVX2: 8 × 32-byte unaligned loads per iteration into four
-/// accumulators; the rest through [`stream_words`]. Same sum as
-/// [`stream_words`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn stream_avx2(bytes: &[u8]) -> u64 {
-    use std::arch::x86_64::*;
-    let (blocks, rest) = bytes.as_chunks::<256>();
-    let mut acc = [_mm256_setzero_si256(); 4];
-    for b in blocks {
-        for k in 0..8 {
-            // SAFETY: `b` is 256 bytes, so bytes 32k..32k+32 are in it;
-            // the load has no alignment requirement.
-            let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(32 * k).cast()) };
-            acc[k % 4] = _mm256_add_epi64(acc[k % 4], v);
-        }
-    }
-    let s = _mm256_add_epi64(
-        _mm256_add_epi64(acc[0], acc[1]),
-        _mm256_add_epi64(acc[2], acc[3]),
-    );
-    let mut lanes = [0u64; 4];
-    // SAFETY: `lanes` is 32 bytes; unaligned store.
-    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), s) };
-    lanes
-        .iter()
-        .fold(stream_words(rest), |a, &l| a.wrapping_add(l))
-}
-
-/// The streaming read split into `parts` contiguous pieces (64-byte
-/// aligned boundaries) run on the [`executor`].
-fn stream_threaded(bytes: &[u8], parts: u64) -> Result<u64, String> {
-    let n = usize::try_from(parts.max(1)).map_err(|e| e.to_string())?;
-    let piece = bytes.len().div_ceil(n).next_multiple_of(64).max(64);
-    let sums: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    executor().for_each_part(n, &|i| {
-        let lo = (i * piece).min(bytes.len());
-        let hi = ((i + 1) * piece).min(bytes.len());
-        sums[i].store(stream_sum(black_box(&bytes[lo..hi])), Ordering::Relaxed);
-    });
-    Ok(sums
-        .iter()
-        .fold(0u64, |a, v| a.wrapping_add(v.load(Ordering::Relaxed))))
-}
-
 /// One call of `c`.
 fn call(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> {
     match (&c.runner, c.threads) {
@@ -364,11 +291,9 @@ fn call(c: &Candidate, ops: &Operands<'_>, y: &mut [f32]) -> Result<(), String> 
             // body writes only its own rows' outputs (`KernelArgs`).
             unsafe { executor().run(k.kernel(), &whole, ops.views) }
         }
-        (Runner::Stream, 1) => {
-            black_box(stream_sum(black_box(ops.w.bytes())));
-        }
-        (Runner::Stream, t) => {
-            black_box(stream_threaded(ops.w.bytes(), t)?);
+        (Runner::Stream(l), t) => {
+            let parts = usize::try_from(t).map_err(|e| e.to_string())?;
+            black_box(l.read_parts(executor(), black_box(ops.w.bytes()), parts));
         }
     }
     black_box(&mut *y);
@@ -421,7 +346,8 @@ fn twins(
     Ok(v)
 }
 
-/// Per thread count: the arm, every twin, then the streaming-read peer.
+/// Per thread count: the arm, every twin, then every read loop of the
+/// streaming-read ceiling.
 fn candidates(
     arm: &Arc<Q8MatvecKernel>,
     twins: &[(&'static str, Arc<Q8MatvecKernel>)],
@@ -429,25 +355,27 @@ fn candidates(
     let mut cands = Vec::new();
     for threads in THREADS {
         cands.push(Candidate {
-            name: ARM_NAME,
+            name: ARM_NAME.to_owned(),
             kind: Kind::Arm,
             threads,
             runner: Runner::Kernel(Arc::clone(arm)),
         });
         for (name, k) in twins {
             cands.push(Candidate {
-                name,
+                name: (*name).to_owned(),
                 kind: Kind::Twin,
                 threads,
                 runner: Runner::Kernel(Arc::clone(k)),
             });
         }
-        cands.push(Candidate {
-            name: "stream-read (peer)",
-            kind: Kind::Stream,
-            threads,
-            runner: Runner::Stream,
-        });
+        for l in ceiling::loops() {
+            cands.push(Candidate {
+                name: l.name().to_owned(),
+                kind: Kind::Stream,
+                threads,
+                runner: Runner::Stream(l),
+            });
+        }
     }
     cands
 }
@@ -494,7 +422,7 @@ fn measure(
         .zip(&samples)
         .map(|(c, s)| {
             Ok(Row {
-                name: c.name.to_owned(),
+                name: c.name.clone(),
                 kind: c.kind,
                 threads: c.threads,
                 median: median(s).ok_or("no samples")?,
@@ -527,24 +455,33 @@ fn print_table(m: &Measured, l2: u64) {
         }
     );
     println!(
-        "  {:<32} {:>3} {:>12} {:>8} {:>8} {:>7}",
-        "candidate", "thr", "median µs", "GB/s", "GFLOP/s", "vs arm"
+        "  {:<32} {:>3} {:>12} {:>8} {:>8} {:>7} {:>8}",
+        "candidate", "thr", "median µs", "GB/s", "GFLOP/s", "vs arm", "ceiling"
     );
     for r in &m.results {
         let arm = m.best(Kind::Arm, r.threads).unwrap_or(f64::NAN);
+        let of_ceiling = m
+            .ceiling(r.threads)
+            .map_or(f64::NAN, |c| c.fraction(r.median));
         let gflops = match r.kind {
             Kind::Stream => "-".to_string(),
             _ => format!("{:.1}", flops / r.median / 1e9),
         };
         println!(
-            "  {:<32} {:>3} {:>12.1} {:>8.1} {:>8} {:>7.2}",
+            "  {:<32} {:>3} {:>12.1} {:>8.1} {:>8} {:>7.2} {:>8.2}",
             r.name,
             r.threads,
             r.median * 1e6,
             bytes / r.median / 1e9,
             gflops,
-            arm / r.median
+            arm / r.median,
+            of_ceiling
         );
+    }
+    for t in THREADS {
+        if let Some(c) = m.ceiling(t) {
+            println!("  ceiling at {t} thread(s): {}", c.label());
+        }
     }
 }
 
@@ -661,7 +598,7 @@ fn measure_token(host: &Host, arm: &Arc<Q8MatvecKernel>) -> Result<(u64, Vec<Row
         .zip(&samples)
         .map(|(c, s)| {
             Ok(Row {
-                name: c.name.to_owned(),
+                name: c.name.clone(),
                 kind: c.kind,
                 threads: c.threads,
                 median: median(s).ok_or("no samples")?,
@@ -683,16 +620,18 @@ fn print_token(bytes: u64, rows: &[Row]) {
         bytes as f64 / 1e6
     );
     println!(
-        "  {:<32} {:>3} {:>10} {:>8}",
-        "candidate", "thr", "ms/token", "GB/s"
+        "  {:<32} {:>3} {:>10} {:>8} {:>8}",
+        "candidate", "thr", "ms/token", "GB/s", "ceiling"
     );
     for r in rows {
+        let of_ceiling = ceiling_of(rows, r.threads).map_or(f64::NAN, |c| c.fraction(r.median));
         println!(
-            "  {:<32} {:>3} {:>10.2} {:>8.1}",
+            "  {:<32} {:>3} {:>10.2} {:>8.1} {:>8.2}",
             r.name,
             r.threads,
             r.median * 1e3,
-            bytes as f64 / r.median / 1e9
+            bytes as f64 / r.median / 1e9,
+            of_ceiling
         );
     }
     let best = |kind: Kind, t: u64| {
@@ -702,12 +641,26 @@ fn print_token(bytes: u64, rows: &[Row]) {
             .min_by(f64::total_cmp)
     };
     let ms = |v: Option<f64>| fmt_opt(v.map(|s| s * 1e3));
+    let (c1, c2) = (ceiling_of(rows, 1), ceiling_of(rows, 2));
+    let fraction = |c: &Option<Ceiling>, t: u64| {
+        fmt_fraction(
+            c.as_ref()
+                .zip(best(Kind::Twin, t))
+                .map(|(c, s)| c.fraction(s)),
+        )
+    };
+    let label = |c: &Option<Ceiling>| c.as_ref().map_or("absent".to_owned(), Ceiling::label);
     println!(
-        "bench q8-matvec token: best_twin_ms_1t={} best_twin_ms_2t={} stream_ms_1t={} stream_ms_2t={}",
+        "bench q8-matvec token: best_twin_ms_1t={} best_twin_ms_2t={} ceiling_ms_1t={} ceiling_ms_2t={} \
+         ceiling_fraction_1t={} ceiling_fraction_2t={} ceiling_1t={} ceiling_2t={}",
         ms(best(Kind::Twin, 1)),
         ms(best(Kind::Twin, 2)),
-        ms(best(Kind::Stream, 1)),
-        ms(best(Kind::Stream, 2)),
+        ms(c1.as_ref().map(|c| c.secs)),
+        ms(c2.as_ref().map(|c| c.secs)),
+        fraction(&c1, 1),
+        fraction(&c2, 2),
+        label(&c1),
+        label(&c2),
     );
 }
 
@@ -768,12 +721,39 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let s = summarize(&all, l2);
+    let points: Vec<Point> = all
+        .iter()
+        .flat_map(|m| {
+            m.results
+                .iter()
+                .filter(|r| r.threads == 1 && r.kind != Kind::Stream)
+                .map(|r| Point {
+                    family: "q8_0.matvec".into(),
+                    candidate: r.name.clone(),
+                    kind: if r.kind == Kind::Arm { "arm" } else { "twin" }.into(),
+                    shape: format!("{}×{} batch {}", m.rows, m.cols, m.batch),
+                    arith: Arith::Int8,
+                    work: (2 * m.rows * m.cols * m.batch) as f64,
+                    bytes: m.weight_bytes() as f64,
+                    secs: r.median,
+                })
+        })
+        .collect();
+    let saved = results::save("q8-matvec", &host.model, &points)?;
     println!();
     println!(
-        "bench q8-matvec: best_twin_vs_arm_l2={} dram_fraction_1t={} dram_fraction_2t={}",
+        "  one-thread points for `cargo xtask roofline`: {}",
+        saved.display()
+    );
+    let fraction = |c: &Option<(f64, String)>| fmt_fraction(c.as_ref().map(|c| c.0));
+    let label = |c: &Option<(f64, String)>| c.as_ref().map_or("absent".to_owned(), |c| c.1.clone());
+    println!(
+        "bench q8-matvec: best_twin_vs_arm_l2={} ceiling_fraction_1t={} ceiling_fraction_2t={} ceiling_1t={} ceiling_2t={}",
         fmt_opt(s.best_twin_vs_arm_l2),
-        fmt_opt(s.dram_fraction_1t),
-        fmt_opt(s.dram_fraction_2t)
+        fraction(&s.ceiling_1t),
+        fraction(&s.ceiling_2t),
+        label(&s.ceiling_1t),
+        label(&s.ceiling_2t),
     );
     Ok(())
 }
@@ -809,35 +789,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_sum_counts_every_byte_on_every_path() {
-        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
-        // Σ bytes as little-endian u64 words plus the tail bytes.
-        let (words, tail) = bytes.as_chunks::<8>();
-        let want = words
-            .iter()
-            .map(|w| u64::from_le_bytes(*w))
-            .chain(tail.iter().map(|&b| u64::from(b)))
-            .fold(0u64, u64::wrapping_add);
-        assert_eq!(stream_words(&bytes), want);
-        assert_eq!(stream_sum(&bytes), want);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: checked just above.
-                assert_eq!(unsafe { stream_avx512(&bytes) }, want);
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: checked just above.
-                assert_eq!(unsafe { stream_avx2(&bytes) }, want);
-            }
-        }
-        // The 64-byte aligned split keeps every word whole.
-        assert_eq!(stream_threaded(&bytes, 2).expect("threads"), want);
-        assert_eq!(stream_threaded(&bytes, 1).expect("one"), want);
-    }
-
-    #[test]
-    fn summary_takes_the_minimum_over_l2_shapes_and_the_dram_fractions() {
+    fn summary_takes_the_minimum_over_l2_shapes_and_the_ceiling_fractions_at_the_dram_shape() {
         let l2 = 1 << 20;
         let all = vec![
             // 576×576: 352512 bytes, in L2; arm/best twin = 4/2 = 2.0
@@ -889,8 +841,8 @@ mod tests {
         ];
         let s = summarize(&all, l2);
         assert_eq!(s.best_twin_vs_arm_l2, Some(1.5));
-        assert_eq!(s.dram_fraction_1t, Some(0.75));
-        assert_eq!(s.dram_fraction_2t, Some(0.8));
+        assert_eq!(s.ceiling_1t, Some((0.75, "Stream/1t".to_owned())));
+        assert_eq!(s.ceiling_2t, Some((0.8, "Stream/2t".to_owned())));
         // a 64 MiB L2 takes every shape in: 4096×4096 (17 MiB) gives 0.5
         assert_eq!(summarize(&all, 64 << 20).best_twin_vs_arm_l2, Some(0.5));
     }
@@ -916,8 +868,8 @@ mod tests {
             s,
             Summary {
                 best_twin_vs_arm_l2: None,
-                dram_fraction_1t: None,
-                dram_fraction_2t: None,
+                ceiling_1t: None,
+                ceiling_2t: None,
             }
         );
         assert_eq!(fmt_opt(None), "absent");

@@ -17,6 +17,7 @@ mod bench_gguf_load;
 mod bench_loopnest;
 mod bench_plan;
 mod bench_q8;
+mod ceiling;
 mod check_encodings;
 #[cfg(target_arch = "x86_64")]
 mod cost_accuracy;
@@ -27,7 +28,11 @@ mod cycles;
 #[cfg(feature = "mpfr")]
 mod exhaustive;
 mod fetch_model;
+mod peaks;
 mod peer;
+mod results;
+#[cfg(target_arch = "x86_64")]
+mod roofline;
 
 /// Contributor commands of the Weft workspace.
 #[derive(Parser, Debug, PartialEq, Eq)]
@@ -97,6 +102,8 @@ enum Command {
         #[arg(long, value_name = "WORD")]
         only: Option<String>,
     },
+    /// One SVG of every family on this host's roofline: peaks and read ceilings measured now, points from the latest benches (x86-64).
+    Roofline,
 }
 
 /// `cargo xtask bench NAME`.
@@ -205,6 +212,7 @@ const COMMANDS: &[&str] = &[
     "peer",
     "cost-calibrate",
     "cost-accuracy",
+    "roofline",
 ];
 
 impl Command {
@@ -219,6 +227,7 @@ impl Command {
             Command::Peer { .. } => "peer",
             Command::CostCalibrate { .. } => "cost-calibrate",
             Command::CostAccuracy { .. } => "cost-accuracy",
+            Command::Roofline => "roofline",
         }
     }
 
@@ -267,7 +276,7 @@ impl Command {
                 }
                 v
             }
-            Command::FetchModel => vec![],
+            Command::FetchModel | Command::Roofline => vec![],
             Command::Peer { step } => vec![step.as_ref().map(value_name)],
             Command::CostCalibrate { table, word } => vec![value(table, "table"), word.clone()],
             Command::CostAccuracy { quick, only } => {
@@ -281,7 +290,7 @@ impl Command {
     fn wants_release(&self) -> bool {
         match self {
             Command::Exhaustive { .. } | Command::Bench { .. } => true,
-            Command::CostCalibrate { .. } | Command::CostAccuracy { .. } => {
+            Command::CostCalibrate { .. } | Command::CostAccuracy { .. } | Command::Roofline => {
                 cfg!(target_arch = "x86_64")
             }
             Command::CheckEncodings { .. } | Command::FetchModel | Command::Peer { .. } => false,
@@ -357,11 +366,15 @@ fn run(command: &Command) -> Result<(), String> {
         Command::CostCalibrate { .. } => cost_calibrate::run(&args),
         #[cfg(target_arch = "x86_64")]
         Command::CostAccuracy { .. } => cost_accuracy::run(&args),
+        #[cfg(target_arch = "x86_64")]
+        Command::Roofline => roofline::run(&args),
         #[cfg(not(target_arch = "x86_64"))]
-        Command::CostCalibrate { .. } | Command::CostAccuracy { .. } => Err(format!(
-            "{} measures x86-64 port tables: this host is not x86-64",
-            command.name()
-        )),
+        Command::CostCalibrate { .. } | Command::CostAccuracy { .. } | Command::Roofline => {
+            Err(format!(
+                "{} measures with x86-64 code: this host is not x86-64",
+                command.name()
+            ))
+        }
     }
 }
 
@@ -430,6 +443,7 @@ mod tests {
             "cost-accuracy",
             "cost-accuracy --quick",
             "cost-accuracy --quick --only=q8_0",
+            "roofline",
         ] {
             let command = parse(line).unwrap_or_else(|e| panic!("`cargo xtask {line}`: {e}"));
             // What the module is handed names the same command.

@@ -17,6 +17,16 @@
 //! keeps arriving after the parts are gone stops spinning and sleeps until
 //! the next publish instead of taking a core it does not get work on.
 //!
+//! A part claimed by a thread the kernel then deschedules still holds the
+//! call back for up to a time slice. So the caller also keeps score: a call
+//! whose wait for other threads' parts outlasted its own work (and
+//! [`STRAGGLE_FLOOR`]) is a straggle, and after [`STRAGGLE_STREAK`] in a
+//! row the pool runs the next calls on the caller alone — [`SOLO_CALLS`],
+//! doubling each time straggles return, back to the first length after a
+//! clean run — then tries threads again. With a core to spare nothing
+//! straggles and every call is split; beside a busy neighbour two threads
+//! cost no more than one.
+//!
 //! Invariants:
 //!
 //! - **Bit-identical to one call.** Each output element is computed by
@@ -46,6 +56,21 @@ pub const PARTS_PER_THREAD: u64 = 4;
 
 /// Completion checks the caller spins through before it starts yielding.
 const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// A wait for other threads shorter than this is never a straggle (a part
+/// of a small call, a worker waking from its spin).
+pub const STRAGGLE_FLOOR: Duration = Duration::from_micros(50);
+
+/// Straggles in a row after which calls run on the caller alone.
+pub const STRAGGLE_STREAK: u32 = 3;
+
+/// Calls run on the caller alone after the first straggle streak; doubled
+/// for each streak that follows (up to 64×), reset by
+/// [`CLEAN_CALLS`] split calls without one.
+pub const SOLO_CALLS: u32 = 512;
+
+/// Split calls in a row without a straggle that reset the solo length.
+const CLEAN_CALLS: u32 = 256;
 
 /// Jobs in a row a worker may arrive too late for (every part claimed)
 /// before it stops spinning between jobs and sleeps instead.
@@ -138,6 +163,55 @@ pub struct Executor {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     threads: usize,
+    /// The caller's score of stragglers (see the module doc).
+    straggle: Mutex<Straggle>,
+}
+
+/// Whether calls are split, and the evidence for it.
+#[derive(Debug, Default)]
+struct Straggle {
+    /// Straggles in a row.
+    streak: u32,
+    /// Split calls in a row without one.
+    clean: u32,
+    /// Calls left to run on the caller alone.
+    solo_left: u32,
+    /// How long the next solo stretch lasts, as a shift of [`SOLO_CALLS`].
+    backoff: u32,
+    /// Solo stretches entered so far (for tests and reports).
+    stretches: u64,
+}
+
+impl Straggle {
+    /// Whether the next call runs on the caller alone (and count it).
+    fn take_solo(&mut self) -> bool {
+        if self.solo_left > 0 {
+            self.solo_left -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Score a split call: the caller worked `worked`, then waited
+    /// `waited` for the other threads' parts.
+    fn score(&mut self, worked: Duration, waited: Duration) {
+        if waited > worked && waited > STRAGGLE_FLOOR {
+            self.clean = 0;
+            self.streak += 1;
+            if self.streak >= STRAGGLE_STREAK {
+                self.streak = 0;
+                self.solo_left = SOLO_CALLS << self.backoff;
+                self.backoff = (self.backoff + 1).min(6);
+                self.stretches += 1;
+            }
+        } else {
+            self.streak = 0;
+            self.clean += 1;
+            if self.clean >= CLEAN_CALLS {
+                self.backoff = 0;
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Executor {
@@ -175,12 +249,22 @@ impl Executor {
             shared,
             workers,
             threads,
+            straggle: Mutex::new(Straggle::default()),
         }
     }
 
     /// Threads a call may use (workers that started, plus the caller).
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// How many times stragglers have sent the pool to run calls on the
+    /// caller alone (see the module doc).
+    pub fn solo_stretches(&self) -> u64 {
+        self.straggle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stretches
     }
 
     /// Call `kernel` on every part, the parts shared among the pool's
@@ -260,6 +344,19 @@ impl Executor {
         parts: *const (),
         n: usize,
     ) {
+        let solo = self
+            .straggle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_solo();
+        if solo {
+            for i in 0..n {
+                // SAFETY: the caller's promise, one part at a time.
+                unsafe { run(kernel, parts, i) };
+            }
+            return;
+        }
+        let start = Instant::now();
         let job = Arc::new(Job {
             run,
             kernel,
@@ -270,6 +367,7 @@ impl Executor {
         });
         self.publish(Some(Arc::clone(&job)));
         job.work();
+        let worked = start.elapsed();
         // The parts left are running on other threads. Spin briefly (they
         // usually finish within microseconds), then yield on every check: a
         // worker descheduled in favour of this thread or a neighbour gets
@@ -283,12 +381,17 @@ impl Executor {
                 std::thread::yield_now();
             }
         }
+        let waited = start.elapsed().saturating_sub(worked);
         // Drop the pool's reference so no worker sees this job again.
         *self
             .shared
             .job
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        self.straggle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .score(worked, waited);
     }
 
     /// Split `args` over its member views into up to
@@ -412,8 +515,76 @@ pub fn split_range(range: Range<u64>, granule: u64, parts: u64) -> Vec<Range<u64
 
 #[cfg(test)]
 mod tests {
-    use super::{split_range, Executor};
+    use super::{split_range, Executor, Straggle, SOLO_CALLS, STRAGGLE_STREAK};
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn straggles_in_a_row_send_calls_to_the_caller_alone_then_back() {
+        let ms = Duration::from_millis;
+        let mut s = Straggle::default();
+        // A wait longer than the work, but under the floor: not a straggle.
+        for _ in 0..10 {
+            s.score(Duration::from_micros(5), Duration::from_micros(20));
+        }
+        assert!(!s.take_solo());
+        // Two straggles then a clean call: the streak starts over.
+        s.score(ms(1), ms(3));
+        s.score(ms(1), ms(3));
+        s.score(ms(3), ms(1));
+        assert!(!s.take_solo());
+        for _ in 0..STRAGGLE_STREAK {
+            s.score(ms(1), ms(3));
+        }
+        for _ in 0..SOLO_CALLS {
+            assert!(s.take_solo());
+        }
+        assert!(!s.take_solo(), "threads are tried again after the stretch");
+        // Straggles again at once: the next stretch is twice as long.
+        for _ in 0..STRAGGLE_STREAK {
+            s.score(ms(1), ms(3));
+        }
+        assert_eq!(s.solo_left, 2 * SOLO_CALLS);
+        assert_eq!(s.stretches, 2);
+    }
+
+    #[test]
+    fn a_worker_that_keeps_holding_back_calls_is_left_out_until_the_stretch_ends() {
+        let exec = Executor::new(2);
+        if exec.threads() < 2 {
+            return; // no worker could start: nothing to leave out
+        }
+        let caller = std::thread::current().id();
+        let on_worker = AtomicUsize::new(0);
+        // Parts on the worker take far longer than the caller's: every
+        // split call straggles once the worker claims a part.
+        let call = || {
+            exec.for_each_part(8, &|_| {
+                if std::thread::current().id() == caller {
+                    std::thread::sleep(Duration::from_micros(300));
+                } else {
+                    on_worker.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+        };
+        for _ in 0..40 {
+            call();
+            if exec.solo_stretches() > 0 {
+                break;
+            }
+        }
+        assert_eq!(exec.solo_stretches(), 1, "the straggles were noticed");
+        let before = on_worker.load(Ordering::Relaxed);
+        for _ in 0..5 {
+            call();
+        }
+        assert_eq!(
+            on_worker.load(Ordering::Relaxed),
+            before,
+            "solo calls stay on the caller"
+        );
+    }
 
     #[test]
     fn for_each_part_runs_every_part_once_before_returning() {
