@@ -37,12 +37,15 @@
 //! - `twin_decision`: the share of those pairs where the twin priced
 //!   cheaper is the one measured faster. An exact price tie counts as
 //!   wrong (the model did not separate them). `n/a` with no such pairs.
-//! - `regret`: per geometry, the body the model picks among all its
-//!   candidates (the cheapest price; on an exact tie the arm, as the
-//!   planner keeps the shipped arm, else the first listed) against the
-//!   measured fastest: `(measured(picked) − measured(fastest)) /
-//!   measured(fastest)`, the mean over geometries with at least two
-//!   candidates.
+//! - `regret`: per geometry, the body picked among all its candidates
+//!   against the measured fastest: `(measured(picked) −
+//!   measured(fastest)) / measured(fastest)`, the mean over geometries
+//!   with at least two candidates. The pick is the planner's rule
+//!   (`weft_plan::select`): the cheapest price; on an exact tie the arm if
+//!   it is among the tied (the planner keeps the shipped arm), else the
+//!   tied candidates race and the one measured fastest counts. The line
+//!   before the last says at how many geometries such a race decided, and
+//!   the regret if the first listed of the tied were taken instead.
 //! - `spearman_within`: Spearman's rank correlation of predicted and
 //!   measured cycles over one geometry's candidates, the mean over
 //!   geometries with at least three candidates (a geometry whose prices
@@ -942,18 +945,49 @@ fn twin_decisions(group: &[&Row]) -> (usize, usize) {
     (pairs, right)
 }
 
-/// The candidate the model picks at one geometry: the cheapest price; on
-/// an exact tie the arm, else the first listed.
-fn pick<'a>(group: &[&'a Row]) -> &'a Row {
-    let cheapest = group
+/// How [`pick`] settles an exact tie at the lowest price that leaves the
+/// arm out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tie {
+    /// As the planner does (`weft_plan::select`, rule 3): the tied
+    /// candidates race, and the race keeps the one measured fastest.
+    Race,
+    /// The first listed: what the prices alone would give.
+    First,
+}
+
+/// The candidates sharing the lowest price at one geometry.
+fn cheapest<'a>(group: &[&'a Row]) -> Vec<&'a Row> {
+    let low = group
         .iter()
         .map(|r| r.predicted)
         .fold(f64::INFINITY, f64::min);
-    let tied: Vec<&&Row> = group.iter().filter(|r| r.predicted == cheapest).collect();
-    tied.iter()
-        .find(|r| r.candidate == r.arm)
-        .or(tied.first())
-        .map_or(group[0], |r| **r)
+    group
+        .iter()
+        .copied()
+        .filter(|r| r.predicted == low)
+        .collect()
+}
+
+/// Whether the lowest price at one geometry is shared without the arm
+/// (the planner then races the tied candidates).
+fn tied_without_arm(group: &[&Row]) -> bool {
+    let tied = cheapest(group);
+    tied.len() > 1 && tied.iter().all(|r| r.candidate != r.arm)
+}
+
+/// The candidate picked at one geometry: the cheapest price; on an exact
+/// tie the arm if it is among the tied (the planner keeps the shipped
+/// arm), else as `tie` says.
+fn pick<'a>(group: &[&'a Row], tie: Tie) -> &'a Row {
+    let tied = cheapest(group);
+    if let Some(arm) = tied.iter().find(|r| r.candidate == r.arm) {
+        return arm;
+    }
+    match tie {
+        Tie::Race => fastest(&tied),
+        Tie::First => tied.first().copied().unwrap_or(group[0]),
+    }
 }
 
 /// The measured fastest candidate at one geometry.
@@ -967,9 +1001,9 @@ fn fastest<'a>(group: &[&'a Row]) -> &'a Row {
 
 /// Extra time of the picked body over the fastest at one geometry, as a
 /// fraction of the fastest.
-fn regret(group: &[&Row]) -> f64 {
+fn regret(group: &[&Row], tie: Tie) -> f64 {
     let best = fastest(group).measured;
-    (pick(group).measured - best) / best
+    (pick(group, tie).measured - best) / best
 }
 
 /// Spearman's rank correlation within one geometry's candidates (0 when
@@ -991,6 +1025,10 @@ struct Summary {
     twin_pairs: usize,
     twin_decision: Option<f64>,
     regret: Option<f64>,
+    /// Geometries whose lowest price twins share without the arm (raced).
+    raced: usize,
+    /// `regret` with such ties taken by the first listed instead.
+    regret_first: Option<f64>,
     spearman_within: Option<f64>,
     pairs: usize,
     decisions: usize,
@@ -1059,11 +1097,9 @@ fn summarize(rows: &[Row]) -> Summary {
         .iter()
         .map(|g| twin_decisions(g))
         .fold((0, 0), |(p, r), (gp, gr)| (p + gp, r + gr));
-    let regrets: Vec<f64> = groups
-        .iter()
-        .filter(|g| g.len() >= 2)
-        .map(|g| regret(g))
-        .collect();
+    let decided: Vec<&Vec<&Row>> = groups.iter().filter(|g| g.len() >= 2).collect();
+    let regrets: Vec<f64> = decided.iter().map(|g| regret(g, Tie::Race)).collect();
+    let regrets_first: Vec<f64> = decided.iter().map(|g| regret(g, Tie::First)).collect();
     let within: Vec<f64> = groups
         .iter()
         .filter(|g| g.len() >= 3)
@@ -1074,6 +1110,8 @@ fn summarize(rows: &[Row]) -> Summary {
         twin_pairs,
         twin_decision: (twin_pairs > 0).then(|| twin_right as f64 / twin_pairs as f64),
         regret: mean(&regrets),
+        raced: decided.iter().filter(|g| tied_without_arm(g)).count(),
+        regret_first: mean(&regrets_first),
         spearman_within: mean(&within),
         pairs: rows.len(),
         decisions: gapped,
@@ -1177,7 +1215,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let s = summarize(&rows);
     for g in by_geometry(&rows) {
-        let (p, f) = (pick(&g), fastest(&g));
+        let (p, f) = (pick(&g, Tie::Race), fastest(&g));
         if p.candidate != f.candidate {
             println!(
                 "pick {} {}: {} (priced {:.0}, measured {:.0}); fastest {} (priced {:.0}, measured {:.0}); regret {:.1}%",
@@ -1189,7 +1227,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 f.candidate,
                 f.predicted,
                 f.measured,
-                100.0 * regret(&g)
+                100.0 * regret(&g, Tie::Race)
             );
         }
     }
@@ -1232,6 +1270,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     let opt = |v: Option<f64>| v.map_or("n/a".into(), |e| format!("{e:.3}"));
+    println!(
+        "regret: at {} geometries twins share the lowest price without the arm (a shared \
+         roofline floor) and the planner races them (counted as the fastest of the tied); \
+         taking the first listed instead: regret={}",
+        s.raced,
+        opt(s.regret_first)
+    );
     println!(
         "cost-accuracy: twin_pairs={} twin_decision={} regret={} spearman_within={} l1_error={:.3} \
          pairs={} decision={:.3} unseparated={:.3} spearman={:.3} closer_than_roofline={:.2} \
@@ -1306,24 +1351,32 @@ mod tests {
             at("g", "t2", 60.0, 95.0), // fastest
         ];
         let group: Vec<&Row> = g.iter().collect();
-        assert_eq!(pick(&group).candidate, "t1");
-        assert!((regret(&group) - 20.0 / 60.0).abs() < 1e-12);
+        assert_eq!(pick(&group, Tie::Race).candidate, "t1");
+        assert!((regret(&group, Tie::Race) - 20.0 / 60.0).abs() < 1e-12);
     }
 
     #[test]
-    fn regret_on_a_price_tie_picks_the_arm_else_the_first_listed() {
+    fn a_price_tie_with_the_arm_keeps_the_arm() {
         let g = [at("g", "arm", 100.0, 50.0), at("g", "t1", 50.0, 50.0)];
         let group: Vec<&Row> = g.iter().collect();
-        assert_eq!(pick(&group).candidate, "arm");
-        assert!((regret(&group) - 1.0).abs() < 1e-12);
+        assert_eq!(pick(&group, Tie::Race).candidate, "arm");
+        assert!((regret(&group, Tie::Race) - 1.0).abs() < 1e-12);
+        assert!(!tied_without_arm(&group));
+    }
+
+    #[test]
+    fn a_price_tie_without_the_arm_is_raced_or_else_takes_the_first_listed() {
         let g = [
-            at("g", "arm", 100.0, 60.0),
+            at("g", "arm", 40.0, 60.0), // fastest, priced dearer
             at("g", "t1", 70.0, 40.0),
-            at("g", "t2", 50.0, 40.0),
+            at("g", "t2", 50.0, 40.0), // wins the race of the tied
         ];
         let group: Vec<&Row> = g.iter().collect();
-        assert_eq!(pick(&group).candidate, "t1");
-        assert!((regret(&group) - 0.4).abs() < 1e-12);
+        assert!(tied_without_arm(&group));
+        assert_eq!(pick(&group, Tie::Race).candidate, "t2");
+        assert!((regret(&group, Tie::Race) - 0.25).abs() < 1e-12);
+        assert_eq!(pick(&group, Tie::First).candidate, "t1");
+        assert!((regret(&group, Tie::First) - 0.75).abs() < 1e-12);
     }
 
     #[test]
@@ -1341,6 +1394,7 @@ mod tests {
         ];
         let s = summarize(&rows);
         assert!((s.regret.unwrap() - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(s.raced, 0);
     }
 
     #[test]
