@@ -102,12 +102,16 @@ impl ReadLoop {
                 Prefetch::T0(d) => (false, d),
                 Prefetch::Nta(d) => (true, d),
             };
-            // SAFETY (each arm): `loops()` builds a Ymm or Zmm loop only
-            // when the host has AVX2 or AVX-512F.
+            // `loops()` builds a Ymm or Zmm loop only when the host has
+            // AVX2 or AVX-512F.
             match (self.width, hint_nta) {
+                // SAFETY: a Zmm loop exists only on an AVX-512F host.
                 (Width::Zmm, false) => return unsafe { read_zmm::<_MM_HINT_T0>(bytes, d) },
+                // SAFETY: a Zmm loop exists only on an AVX-512F host.
                 (Width::Zmm, true) => return unsafe { read_zmm::<_MM_HINT_NTA>(bytes, d) },
+                // SAFETY: a Ymm loop exists only on an AVX2 host.
                 (Width::Ymm, false) => return unsafe { read_ymm::<_MM_HINT_T0>(bytes, d) },
+                // SAFETY: a Ymm loop exists only on an AVX2 host.
                 (Width::Ymm, true) => return unsafe { read_ymm::<_MM_HINT_NTA>(bytes, d) },
                 (Width::Words, _) => {}
             }

@@ -610,6 +610,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_calibration_host_is_the_one_its_tables_header_names() {
+        for id in TableId::ALL {
+            let Some(c) = id.calibrated_on() else {
+                continue;
+            };
+            let named = format!("family {:02x}h model {:02x}h", c.family, c.model);
+            assert!(
+                id.text().to_lowercase().contains(&named),
+                "{id:?}: the header does not name {named}"
+            );
+        }
+    }
+
+    #[test]
     fn every_shipped_table_parses_and_cites_declared_sources() {
         for id in TableId::ALL {
             let t = PortTable::parse(id.text()).unwrap_or_else(|e| panic!("{id:?}: {e}"));
