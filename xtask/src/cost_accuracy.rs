@@ -36,7 +36,9 @@
 //!   it a wrong pick costs little and the measurement may not tell).
 //! - `twin_decision`: the share of those pairs where the twin priced
 //!   cheaper is the one measured faster. An exact price tie counts as
-//!   wrong (the model did not separate them). `n/a` with no such pairs.
+//!   wrong (the model did not separate them); a line before the last says
+//!   how many were ties and gives the share over the pairs priced apart.
+//!   `n/a` with no such pairs.
 //! - `regret`: per geometry, the body picked among all its candidates
 //!   against the measured fastest: `(measured(picked) −
 //!   measured(fastest)) / measured(fastest)`, the mean over geometries
@@ -923,11 +925,11 @@ fn by_geometry(rows: &[Row]) -> Vec<Vec<&Row>> {
 }
 
 /// Twin-vs-twin pairs at one geometry whose measured gap exceeds
-/// [`TWIN_GAP`], and how many of them the cheaper-priced twin is the
-/// faster one in (an exact price tie is wrong).
-fn twin_decisions(group: &[&Row]) -> (usize, usize) {
+/// [`TWIN_GAP`], how many of them the cheaper-priced twin is the faster one
+/// in (an exact price tie is wrong), and how many are priced exactly alike.
+fn twin_decisions(group: &[&Row]) -> (usize, usize, usize) {
     let twins: Vec<&&Row> = group.iter().filter(|r| r.candidate != r.arm).collect();
-    let (mut pairs, mut right) = (0, 0);
+    let (mut pairs, mut right, mut tied) = (0, 0, 0);
     for (i, a) in twins.iter().enumerate() {
         for b in &twins[i + 1..] {
             let (fast, slow) = if a.measured <= b.measured {
@@ -940,9 +942,10 @@ fn twin_decisions(group: &[&Row]) -> (usize, usize) {
             }
             pairs += 1;
             right += usize::from(fast.predicted < slow.predicted);
+            tied += usize::from(fast.predicted == slow.predicted);
         }
     }
-    (pairs, right)
+    (pairs, right, tied)
 }
 
 /// How [`pick`] settles an exact tie at the lowest price that leaves the
@@ -1024,6 +1027,10 @@ fn spearman_within(group: &[&Row]) -> f64 {
 struct Summary {
     twin_pairs: usize,
     twin_decision: Option<f64>,
+    /// Of `twin_pairs`, those priced exactly alike (counted wrong).
+    twin_tied: usize,
+    /// Of `twin_pairs`, those the cheaper-priced twin wins.
+    twin_right: usize,
     regret: Option<f64>,
     /// Geometries whose lowest price twins share without the arm (raced).
     raced: usize,
@@ -1093,10 +1100,12 @@ fn summarize(rows: &[Row]) -> Summary {
         .map(|r| rel(r.predicted, r.measured))
         .collect();
     let groups = by_geometry(rows);
-    let (twin_pairs, twin_right) = groups
+    let (twin_pairs, twin_right, twin_tied) = groups
         .iter()
         .map(|g| twin_decisions(g))
-        .fold((0, 0), |(p, r), (gp, gr)| (p + gp, r + gr));
+        .fold((0, 0, 0), |(p, r, t), (gp, gr, gt)| {
+            (p + gp, r + gr, t + gt)
+        });
     let decided: Vec<&Vec<&Row>> = groups.iter().filter(|g| g.len() >= 2).collect();
     let regrets: Vec<f64> = decided.iter().map(|g| regret(g, Tie::Race)).collect();
     let regrets_first: Vec<f64> = decided.iter().map(|g| regret(g, Tie::First)).collect();
@@ -1109,6 +1118,8 @@ fn summarize(rows: &[Row]) -> Summary {
     Summary {
         twin_pairs,
         twin_decision: (twin_pairs > 0).then(|| twin_right as f64 / twin_pairs as f64),
+        twin_tied,
+        twin_right,
         regret: mean(&regrets),
         raced: decided.iter().filter(|g| tied_without_arm(g)).count(),
         regret_first: mean(&regrets_first),
@@ -1271,6 +1282,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let opt = |v: Option<f64>| v.map_or("n/a".into(), |e| format!("{e:.3}"));
     println!(
+        "twin pairs with a measured gap over {:.0}%: {}, {} priced exactly alike (a shared \
+         roofline floor; counted wrong); over the {} priced apart: twin_decision={}",
+        TWIN_GAP * 100.0,
+        s.twin_pairs,
+        s.twin_tied,
+        s.twin_pairs - s.twin_tied,
+        opt((s.twin_pairs > s.twin_tied)
+            .then(|| s.twin_right as f64 / (s.twin_pairs - s.twin_tied) as f64))
+    );
+    println!(
         "regret: at {} geometries twins share the lowest price without the arm (a shared \
          roofline floor) and the planner races them (counted as the fastest of the tied); \
          taking the first listed instead: regret={}",
@@ -1337,9 +1358,9 @@ mod tests {
         ];
         let group: Vec<&Row> = g.iter().collect();
         // a-b right, a-d right, b-c right, b-d tie (wrong), c-d right.
-        assert_eq!(twin_decisions(&group), (5, 4));
+        assert_eq!(twin_decisions(&group), (5, 4, 1));
         let s = summarize(&g);
-        assert_eq!(s.twin_pairs, 5);
+        assert_eq!((s.twin_pairs, s.twin_right, s.twin_tied), (5, 4, 1));
         assert_eq!(s.twin_decision, Some(0.8));
     }
 
