@@ -86,9 +86,10 @@
 //! from iced's formatter. `-mcpu` is this host's core: on AMD from the
 //! CPUID family and model (family 23: `znver1`/`znver2`; 25: `znver3` or
 //! `znver4`; 26: `znver5`), on Intel the CPU LLVM itself detects (the
-//! `Host CPU` of `llvm-mca --version`), else the nearest by features
-//! (`sapphirerapids` with AVX-512 FP16, `icelake-server` with AVX-512
-//! VNNI, `skylake-avx512`, `haswell`). When that llvm-mca does not know
+//! `Host CPU` of `llvm-mca --version`) unless it lacks the host's AVX-512
+//! FP16 (a guest may show an older model number), else the nearest by
+//! features (`sapphirerapids` with AVX-512 FP16, `icelake-server` with
+//! AVX-512 VNNI, `skylake-avx512`, `haswell`). When that llvm-mca does not know
 //! the core it falls back to the newest older core of the same line it
 //! knows and says so. `znver4` needs LLVM 16 or newer: on Debian 12,
 //! `apt-get install llvm-16` (`.ci/run` installs it).
@@ -699,8 +700,19 @@ fn amd_mcpu(family: u32, model: u32) -> Option<&'static str> {
     }
 }
 
-/// LLVM's name for an Intel core: the one LLVM detects (`llvm_host`,
-/// unless generic), else the nearest by AVX-512 features.
+/// Intel cores LLVM knows that have AVX-512 FP16.
+const FP16_CORES: &[&str] = &[
+    "sapphirerapids",
+    "emeraldrapids",
+    "graniterapids",
+    "graniterapids-d",
+];
+
+/// LLVM's name for an Intel core: the one LLVM detects (`llvm_host`),
+/// unless generic or without the host's AVX-512 FP16 (a guest may show an
+/// older model number than its features: LLVM names a family 6 model 167
+/// guest with AVX-512 FP16 `rocketlake`), else the nearest by AVX-512
+/// features.
 fn intel_mcpu(
     llvm_host: Option<&str>,
     avx512fp16: bool,
@@ -708,7 +720,13 @@ fn intel_mcpu(
     avx512f: bool,
 ) -> String {
     match llvm_host {
-        Some(h) if !h.is_empty() && !matches!(h, "generic" | "x86-64") => h.to_owned(),
+        Some(h)
+            if !h.is_empty()
+                && !matches!(h, "generic" | "x86-64")
+                && (!avx512fp16 || FP16_CORES.contains(&h)) =>
+        {
+            h.to_owned()
+        }
         _ if avx512fp16 => "sapphirerapids".into(),
         _ if avx512vnni => "icelake-server".into(),
         _ if avx512f => "skylake-avx512".into(),
@@ -1459,8 +1477,17 @@ mod tests {
     #[test]
     fn intel_takes_llvms_own_host_cpu_else_the_nearest_by_avx512_features() {
         assert_eq!(
-            intel_mcpu(Some("rocketlake"), true, true, true),
+            intel_mcpu(Some("rocketlake"), false, true, true),
             "rocketlake"
+        );
+        assert_eq!(
+            intel_mcpu(Some("graniterapids"), true, true, true),
+            "graniterapids"
+        );
+        // A guest with AVX-512 FP16 that LLVM names by an older model number.
+        assert_eq!(
+            intel_mcpu(Some("rocketlake"), true, true, true),
+            "sapphirerapids"
         );
         assert_eq!(
             intel_mcpu(Some("x86-64"), true, true, true),
