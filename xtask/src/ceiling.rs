@@ -102,16 +102,16 @@ impl ReadLoop {
                 Prefetch::T0(d) => (false, d),
                 Prefetch::Nta(d) => (true, d),
             };
-            // `loops()` builds a Ymm or Zmm loop only when the host has
-            // AVX2 or AVX-512F.
+            // `loops()` builds a Ymm or Zmm loop only when the host has AVX2
+            // or AVX-512F.
             match (self.width, hint_nta) {
-                // SAFETY: a Zmm loop exists only on an AVX-512F host.
+                // SAFETY: Zmm loops exist only on AVX-512F hosts (above).
                 (Width::Zmm, false) => return unsafe { read_zmm::<_MM_HINT_T0>(bytes, d) },
-                // SAFETY: a Zmm loop exists only on an AVX-512F host.
+                // SAFETY: as above.
                 (Width::Zmm, true) => return unsafe { read_zmm::<_MM_HINT_NTA>(bytes, d) },
-                // SAFETY: a Ymm loop exists only on an AVX2 host.
+                // SAFETY: Ymm loops exist only on AVX2 hosts (above).
                 (Width::Ymm, false) => return unsafe { read_ymm::<_MM_HINT_T0>(bytes, d) },
-                // SAFETY: a Ymm loop exists only on an AVX2 host.
+                // SAFETY: as above.
                 (Width::Ymm, true) => return unsafe { read_ymm::<_MM_HINT_NTA>(bytes, d) },
                 (Width::Words, _) => {}
             }
