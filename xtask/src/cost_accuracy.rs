@@ -17,41 +17,100 @@
 //! are the **minimum** over rounds when the working set is L1-resident
 //! (noise only ever adds) and the **median** otherwise.
 //!
+//! A geometry whose working set (the offer's bytes moved) is larger than
+//! the L2 cache is a **streamed** site: it is priced at
+//! `Residency::Streamed` (floor from DRAM) and measured **cold**. Each
+//! call reads the next of enough copies of its weights (q8_0.matvec) or of
+//! its input and output (elementwise) that a copy has left every cache by
+//! the time its turn comes again: copies summing to twice the host's L2
+//! and last-level cache, at most [`COLD_POOL`] bytes. Smaller geometries
+//! are priced `Residency::Cached` and measured hot, as before.
+//!
 //! # Figures
 //!
+//! The planner decides between bodies of one family at one site, so the
+//! first figures score those decisions, per geometry:
+//!
+//! - `twin_pairs`: pairs of two x64 *twins* (not the arm) of one family
+//!   at one geometry whose measured gap exceeds [`TWIN_GAP`] (5%: below
+//!   it a wrong pick costs little and the measurement may not tell).
+//! - `twin_decision`: the share of those pairs where the twin priced
+//!   cheaper is the one measured faster. An exact price tie counts as
+//!   wrong (the model did not separate them); a line before the last says
+//!   how many were ties and gives the share over the pairs priced apart.
+//!   `n/a` with no such pairs.
+//! - `regret`: per geometry, the body picked among all its candidates
+//!   against the measured fastest: `(measured(picked) −
+//!   measured(fastest)) / measured(fastest)`, the mean over geometries
+//!   with at least two candidates. The pick is the planner's rule
+//!   (`weft_plan::select`): the cheapest price; on an exact tie the arm if
+//!   it is among the tied (the planner keeps the shipped arm), else the
+//!   tied candidates race and the one measured fastest counts. The line
+//!   before the last says at how many geometries such a race decided, and
+//!   the regret if the first listed of the tied were taken instead.
+//! - `spearman_within`: Spearman's rank correlation of predicted and
+//!   measured cycles over one geometry's candidates, the mean over
+//!   geometries with at least three candidates (a geometry whose prices
+//!   or measurements are all equal scores 0).
+//!
+//! Then the earlier figures, over every candidate:
+//!
+//! - `l1_error`: mean `|predicted − measured| / measured` over the
+//!   L1-resident (candidate, geometry).
+//! - `pairs`: the (candidate, geometry) measured.
 //! - `decision`: over twin-vs-arm pairs whose measured gap exceeds
 //!   [`NOISE`] and whose predicted gap does too, the share where the
 //!   cheaper-priced candidate is the faster one.
-//! - `unseparated`: over pairs whose measured gap exceeds [`NOISE`], the
-//!   share whose predicted gap does not (the planner would race them).
+//! - `unseparated`: over twin-vs-arm pairs whose measured gap exceeds
+//!   [`NOISE`], the share whose predicted gap does not (the planner would
+//!   race them).
 //! - `spearman`: rank correlation of predicted and measured cycles over
-//!   every (candidate, geometry).
-//! - `l1_error`: mean `|predicted − measured| / measured` over the
-//!   L1-resident ones.
+//!   every (candidate, geometry), across all problem sizes.
 //! - `closer_than_roofline`: geometric mean over every (candidate,
 //!   geometry) of the roofline floor's relative error over the model's
 //!   (the model's floored at 1%, the noise).
 //! - `mca_l1_error`: `l1_error` with each loop's cycles per iteration from
-//!   llvm-mca (`-mcpu=znver3`, the loop bodies as Intel syntax from iced's
-//!   formatter) instead of the port model; everything else (trip counts,
+//!   llvm-mca instead of the port model; everything else (trip counts,
 //!   code outside loops, floor) the same. Over the L1-resident candidates
-//!   llvm-mca could read (it fails on some AVX-512 forms); `n/a` without
-//!   llvm-mca.
+//!   llvm-mca could read; `n/a` without llvm-mca.
+//! - `mcpu`: the CPU model llvm-mca scheduled for (`none` without it).
+//! - `calibrated_here`: `yes` when this host's CPUID vendor, family and
+//!   model are those the pricing table was calibrated on
+//!   (`weft_cost::TableId::calibrated_on`), `no` otherwise (a table no
+//!   machine of ours measured, another CPU, or no table).
+//!
+//! # llvm-mca
+//!
+//! The newest llvm-mca on `PATH` is used (`llvm-mca-19` down to
+//! `llvm-mca-15`, then `llvm-mca`), with the loop bodies as Intel syntax
+//! from iced's formatter. `-mcpu` is this host's core: on AMD from the
+//! CPUID family and model (family 23: `znver1`/`znver2`; 25: `znver3` or
+//! `znver4`; 26: `znver5`), on Intel the CPU LLVM itself detects (the
+//! `Host CPU` of `llvm-mca --version`) unless it lacks the host's AVX-512
+//! FP16 (a guest may show an older model number), else the nearest by
+//! features (`sapphirerapids` with AVX-512 FP16, `icelake-server` with
+//! AVX-512 VNNI, `skylake-avx512`, `haswell`). When that llvm-mca does not know
+//! the core it falls back to the newest older core of the same line it
+//! knows and says so. `znver4` needs LLVM 16 or newer: on Debian 12,
+//! `apt-get install llvm-16` (`.ci/run` installs it).
 //!
 //! `--quick` runs fewer rounds; `--only=WORD` measures only the geometries
 //! (`16x1024x1`, `elementwise.exp len=1000`) containing WORD.
 //!
 //! The last line is
-//! `cost-accuracy: pairs=N decision=D unseparated=U spearman=R l1_error=E closer_than_roofline=K mca_l1_error=M`.
+//! `cost-accuracy: twin_pairs=N twin_decision=D regret=G spearman_within=S l1_error=E pairs=N decision=D unseparated=U spearman=R closer_than_roofline=K mca_l1_error=M mcpu=NAME calibrated_here=yes|no`.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
-use weft_cost::{CostModel, MemoryLevel, Priced};
+use weft_cost::{CalibrationHost, CostModel, MemoryLevel, Priced, TableId};
 use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_elementwise::Func;
-use weft_kernel::{Arm, Family, Geometry, Host, Isa, NativeCode, Offer, Site, Twin};
+use weft_kernel::{
+    Arm, Family, Feature, Geometry, Host, Isa, NativeCode, Offer, Residency, Site, Twin,
+};
 use weft_q8::arm::{Q8MatvecArm, Q8MatvecKernel};
 use weft_q8::twin_x64::TWINS;
 use weft_q8::{quantize_activations, Q8Activations, Q8Weights, BLOCK_BYTES, BLOCK_LEN};
@@ -64,6 +123,10 @@ use crate::cycles::{median, minimum, pin_current_thread, ticks, Calibration};
 
 /// Relative gap below which two measurements (or two prices) are not told apart.
 const NOISE: f64 = 0.03;
+/// Measured gap above which a twin-vs-twin decision is scored.
+const TWIN_GAP: f64 = 0.05;
+/// Most bytes of copies a streamed geometry rotates over.
+const COLD_POOL: u64 = 1 << 30;
 /// Interleaved rounds per geometry.
 const ROUNDS: usize = 11;
 /// Rounds with `--quick`.
@@ -98,7 +161,7 @@ const Q8_SHAPES: &[(usize, usize, usize)] = &[
 const LENGTHS: &[usize] = &[64, 256, 1000, 2999, 16_384, 300_000, 6_000_000];
 
 /// The `--only=WORD` filter (a geometry or family substring), if given.
-static ONLY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+static ONLY: OnceLock<Option<String>> = OnceLock::new();
 
 /// Whether the geometry described by `what` is measured this run.
 fn selected(what: &str) -> bool {
@@ -115,6 +178,8 @@ struct Row {
     arm: &'static str,
     geometry: String,
     level: MemoryLevel,
+    /// Priced `Residency::Streamed` and measured cold.
+    streamed: bool,
     measured: f64,
     predicted: f64,
     floor: f64,
@@ -246,20 +311,21 @@ impl Models {
     }
 }
 
-/// Price `code` for `nest` at `offer` (timing the call: the planner
-/// prices hundreds of candidates per plan), and without the scheduler
-/// statement.
+/// Price `code` for `nest` at `offer` with its data at `residency`
+/// (timing the call: the planner prices hundreds of candidates per plan),
+/// and without the scheduler statement.
 fn price(
     models: &Models,
     name: &str,
     code: &NativeCode,
     nest: &[weft_kernel::LoopTrip],
     offer: &Offer,
+    residency: Residency,
 ) -> Result<(Priced, Option<f64>), String> {
     let t = std::time::Instant::now();
     let p = models
         .host
-        .price(code, nest, offer)
+        .price_at(code, nest, offer, residency)
         .map_err(|e| format!("{name}: {e}"))?;
     let dt = t.elapsed().as_secs_f64();
     if let Ok(mut g) = PRICING.lock() {
@@ -270,10 +336,35 @@ fn price(
     let unscheduled = models
         .unscheduled
         .as_ref()
-        .map(|m| m.price(code, nest, offer).map(|q| q.price.cycles))
+        .map(|m| {
+            m.price_at(code, nest, offer, residency)
+                .map(|q| q.price.cycles)
+        })
         .transpose()
         .map_err(|e| format!("{name}: {e}"))?;
     Ok((p, unscheduled))
+}
+
+/// Where a geometry moving `bytes` finds its data: streamed when they do
+/// not fit the L2 cache (the call then reads them from beyond the core's
+/// own caches), cached otherwise.
+fn residency_of(model: &CostModel, bytes: u64) -> Residency {
+    if model.roofline().level(bytes) > MemoryLevel::L2 {
+        Residency::Streamed
+    } else {
+        Residency::Cached
+    }
+}
+
+/// How many copies of a working set of `set` bytes a cold measurement
+/// rotates over: enough to fill twice the host's L2 and last-level caches
+/// together (so a copy is evicted before its turn comes again), at most
+/// [`COLD_POOL`] bytes, at least one.
+fn cold_copies(host: &Host, set: u64) -> usize {
+    let c = &host.caches;
+    let caches = u64::from(c.last_level_or_assumed()) + u64::from(c.l2.unwrap_or(0));
+    let pool = (2 * caches).min(COLD_POOL);
+    pool.div_ceil(set.max(1)).max(1) as usize
 }
 
 fn q8_rows(
@@ -294,12 +385,20 @@ fn q8_rows(
             .with("batch", batch as u64);
         let site = Site::new(Family("q8_0.matvec"), geometry);
         let offer = arm.offer(&site, host).map_err(|e| e.to_string())?;
+        let residency = residency_of(&models.host, offer.bytes_moved);
         let mut cands = Vec::new();
         let code = arm.build(&offer, Isa::X86_64).map_err(|e| e.to_string())?;
         // SAFETY: the arm's body honours the Q8MatvecArgs leaf ABI (its
         // CLIF reads the blocks and writes the outputs the arguments name).
         let kernel = unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-        let (priced, unscheduled) = price(models, arm.name(), &code, &arm.nest(&offer), &offer)?;
+        let (priced, unscheduled) = price(
+            models,
+            arm.name(),
+            &code,
+            &arm.nest(&offer),
+            &offer,
+            residency,
+        )?;
         cands.push(Candidate {
             name: arm.name(),
             arm: arm.name(),
@@ -317,8 +416,14 @@ fn q8_rows(
             // reference and honour the leaf ABI (weft-q8's tests).
             let kernel =
                 unsafe { Q8MatvecKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-            let (priced, unscheduled) =
-                price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
+            let (priced, unscheduled) = price(
+                models,
+                twin.name(),
+                &code,
+                &twin.nest(&offer),
+                &offer,
+                residency,
+            )?;
             cands.push(Candidate {
                 name: twin.name(),
                 arm: arm.name(),
@@ -329,20 +434,32 @@ fn q8_rows(
             });
         }
         let w = random_weights(rows, cols, 0x5eed ^ (rows * 31 + cols) as u64)?;
+        let streamed = residency == Residency::Streamed;
+        // Streamed: each call reads the next copy of the weights, cold.
+        let copies = if streamed {
+            cold_copies(host, (rows * (cols / BLOCK_LEN) * BLOCK_BYTES) as u64)
+        } else {
+            1
+        };
+        let ws = vec![w; copies];
         let x = random_activations(cols, batch, 0xac7 ^ cols as u64)?;
         let mut y = vec![0f32; rows * batch];
         let l1 = cands[0].priced.level == MemoryLevel::L1;
+        let mut next = 0;
         let measured = measure_interleaved(&cands, rounds, l1, |k: &Q8MatvecKernel| {
             // Lengths were checked when the buffers were made; a failure
             // here cannot happen and would only skip the call.
-            let _ = k.run(&w, &x, &mut y, 0..rows);
+            let _ = k.run(&ws[next], &x, &mut y, 0..rows);
+            next = (next + 1) % ws.len();
             black_box(&mut y);
         });
+        drop(ws);
         for (c, m) in cands.iter().zip(measured) {
             rows_out.push(row(
                 "q8_0.matvec",
                 c,
                 format!("{rows}x{cols}x{batch}"),
+                streamed,
                 m,
                 mca,
             ));
@@ -370,13 +487,20 @@ fn elementwise_rows(
             }
             let site = Site::new(arm.family(), Geometry::new().with("len", len as u64));
             let offer = arm.offer(&site, host).map_err(|e| e.to_string())?;
+            let residency = residency_of(&models.host, offer.bytes_moved);
             let mut cands = Vec::new();
             let code = arm.build(&offer, Isa::X86_64).map_err(|e| e.to_string())?;
             // SAFETY: the arm's body honours the ElementwiseArgs leaf ABI.
             let kernel =
                 unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-            let (priced, unscheduled) =
-                price(models, arm.name(), &code, &arm.nest(&offer), &offer)?;
+            let (priced, unscheduled) = price(
+                models,
+                arm.name(),
+                &code,
+                &arm.nest(&offer),
+                &offer,
+                residency,
+            )?;
             cands.push(Candidate {
                 name: arm.name(),
                 arm: arm.name(),
@@ -396,8 +520,14 @@ fn elementwise_rows(
                 // against the arm and honour the leaf ABI (their tests).
                 let kernel =
                     unsafe { ElementwiseKernel::from_native(&code) }.map_err(|e| e.to_string())?;
-                let (priced, unscheduled) =
-                    price(models, twin.name(), &code, &twin.nest(&offer), &offer)?;
+                let (priced, unscheduled) = price(
+                    models,
+                    twin.name(),
+                    &code,
+                    &twin.nest(&offer),
+                    &offer,
+                    residency,
+                )?;
                 cands.push(Candidate {
                     name: twin.name(),
                     arm: arm.name(),
@@ -413,14 +543,26 @@ fn elementwise_rows(
                 Func::Erf => (-4.0, 4.0),
             };
             let input: Vec<f32> = (0..len).map(|_| rng.uniform(lo, hi)).collect();
-            let mut output = vec![0f32; len];
+            let streamed = residency == Residency::Streamed;
+            // Streamed: each call reads and writes the next copy, cold.
+            let copies = if streamed {
+                cold_copies(host, 2 * 4 * len as u64)
+            } else {
+                1
+            };
+            let inputs = vec![input; copies];
+            // Written now (not zero pages), so no call takes a page fault.
+            let mut outputs = vec![vec![1f32; len]; copies];
             let l1 = cands[0].priced.level == MemoryLevel::L1;
+            let mut next = 0;
             let measured = measure_interleaved(&cands, rounds, l1, |k: &ElementwiseKernel| {
-                let _ = k.run(&input, &mut output);
-                black_box(&mut output);
+                let _ = k.run(&inputs[next], &mut outputs[next]);
+                black_box(&mut outputs[next]);
+                next = (next + 1) % copies;
             });
+            drop((inputs, outputs));
             for (c, m) in cands.iter().zip(measured) {
-                rows_out.push(row(family, c, format!("len={len}"), m, mca));
+                rows_out.push(row(family, c, format!("len={len}"), streamed, m, mca));
             }
         }
     }
@@ -431,6 +573,7 @@ fn row<K>(
     family: &'static str,
     c: &Candidate<K>,
     geometry: String,
+    streamed: bool,
     measured: f64,
     mca: &mut McaCache,
 ) -> Row {
@@ -440,6 +583,7 @@ fn row<K>(
         arm: c.arm,
         geometry,
         level: c.priced.level,
+        streamed,
         measured,
         predicted: c.priced.price.cycles,
         floor: c.priced.price.floor,
@@ -503,17 +647,229 @@ fn intel_body(code: &NativeCode, offsets: &[usize]) -> String {
     out
 }
 
-/// llvm-mca's cycles per iteration of a loop body at `-mcpu=znver3`.
+/// The llvm-mca this run prices with (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+struct Mca {
+    /// The binary (`llvm-mca-16`).
+    binary: String,
+    /// Its `--version` line.
+    version: String,
+    /// The `-mcpu` used.
+    mcpu: String,
+    /// The core this host is, when `mcpu` is a fallback from it.
+    wanted: String,
+}
+
+/// Found once per run by [`Mca::find`]; `None` without llvm-mca.
+static MCA: OnceLock<Option<Mca>> = OnceLock::new();
+
+/// llvm-mca binaries, newest first.
+const MCA_BINARIES: &[&str] = &[
+    "llvm-mca-19",
+    "llvm-mca-18",
+    "llvm-mca-17",
+    "llvm-mca-16",
+    "llvm-mca-15",
+    "llvm-mca",
+];
+
+/// LLVM's x86 cores by line, newest first: where a core falls back to
+/// when an llvm-mca does not know it.
+const MCPU_LINES: &[&[&str]] = &[
+    &["znver5", "znver4", "znver3", "znver2", "znver1"],
+    &[
+        "graniterapids",
+        "sapphirerapids",
+        "icelake-server",
+        "cascadelake",
+        "skylake-avx512",
+        "skylake",
+        "haswell",
+    ],
+];
+
+/// LLVM's name for an AMD core from its CPUID display family and model.
+fn amd_mcpu(family: u32, model: u32) -> Option<&'static str> {
+    match (family, model) {
+        (0x17, 0x00..=0x2f) => Some("znver1"),
+        (0x17, _) => Some("znver2"),
+        (0x19, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => Some("znver4"),
+        (0x19, _) => Some("znver3"),
+        (0x1a, _) => Some("znver5"),
+        _ => None,
+    }
+}
+
+/// Intel cores LLVM knows that have AVX-512 FP16.
+const FP16_CORES: &[&str] = &[
+    "sapphirerapids",
+    "emeraldrapids",
+    "graniterapids",
+    "graniterapids-d",
+];
+
+/// LLVM's name for an Intel core: the one LLVM detects (`llvm_host`),
+/// unless generic or without the host's AVX-512 FP16 (a guest may show an
+/// older model number than its features: LLVM names a family 6 model 167
+/// guest with AVX-512 FP16 `rocketlake`), else the nearest by AVX-512
+/// features.
+fn intel_mcpu(
+    llvm_host: Option<&str>,
+    avx512fp16: bool,
+    avx512vnni: bool,
+    avx512f: bool,
+) -> String {
+    match llvm_host {
+        Some(h)
+            if !h.is_empty()
+                && !matches!(h, "generic" | "x86-64")
+                && (!avx512fp16 || FP16_CORES.contains(&h)) =>
+        {
+            h.to_owned()
+        }
+        _ if avx512fp16 => "sapphirerapids".into(),
+        _ if avx512vnni => "icelake-server".into(),
+        _ if avx512f => "skylake-avx512".into(),
+        _ => "haswell".into(),
+    }
+}
+
+/// The first of `wanted` and the older cores of its line that `knows`
+/// accepts, or `None`.
+fn choose_mcpu(wanted: &str, knows: impl Fn(&str) -> bool) -> Option<String> {
+    let older: &[&str] = MCPU_LINES
+        .iter()
+        .find_map(|line| {
+            line.iter()
+                .position(|n| *n == wanted)
+                .map(|i| &line[i + 1..])
+        })
+        .unwrap_or(&[]);
+    std::iter::once(wanted)
+        .chain(older.iter().copied())
+        .find(|n| knows(n))
+        .map(str::to_owned)
+}
+
+/// Display family and model from CPUID leaf 1's EAX, the extended fields
+/// folded in as the vendors' manuals (and `/proc/cpuinfo`) do.
+fn family_model(eax: u32) -> (u32, u32) {
+    let base_family = (eax >> 8) & 0xf;
+    let base_model = (eax >> 4) & 0xf;
+    let family = if base_family == 0xf {
+        base_family + ((eax >> 20) & 0xff)
+    } else {
+        base_family
+    };
+    let model = if base_family == 0x6 || base_family == 0xf {
+        (((eax >> 16) & 0xf) << 4) | base_model
+    } else {
+        base_model
+    };
+    (family, model)
+}
+
+/// This CPU's CPUID vendor string, display family and model.
+fn cpu_identity() -> (String, u32, u32) {
+    use std::arch::x86_64::__cpuid;
+    // CPUID exists on every x86-64 CPU; std's intrinsic is safe to call.
+    let l0 = __cpuid(0);
+    let vendor: String = [l0.ebx, l0.edx, l0.ecx]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .map(char::from)
+        .collect();
+    let (family, model) = family_model(__cpuid(1).eax);
+    (vendor, family, model)
+}
+
+/// Whether the table calibrated on `table` was calibrated on this CPU.
+fn calibrated_here(table: Option<CalibrationHost>, vendor: &str, family: u32, model: u32) -> bool {
+    table.is_some_and(|t| t.vendor == vendor && t.family == family && t.model == model)
+}
+
+impl Mca {
+    /// The newest llvm-mca on `PATH` and the `-mcpu` for this host.
+    fn find(host: &Host, vendor: &str, family: u32, model: u32) -> Option<Mca> {
+        let (binary, version) = MCA_BINARIES.iter().find_map(|b| {
+            let out = Command::new(b).arg("--version").output().ok()?;
+            out.status.success().then(|| {
+                (
+                    b.to_string(),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                )
+            })
+        })?;
+        let wanted = if vendor == "AuthenticAMD" {
+            amd_mcpu(family, model).unwrap_or("x86-64").to_owned()
+        } else {
+            let llvm_host = version
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Host CPU:"))
+                .map(str::trim);
+            intel_mcpu(
+                llvm_host,
+                host.has(Feature::Avx512fp16),
+                host.has(Feature::Avx512vnni),
+                host.has(Feature::Avx512f),
+            )
+        };
+        let mcpu =
+            choose_mcpu(&wanted, |n| mca_knows(&binary, n)).unwrap_or_else(|| "x86-64".into());
+        let version = version
+            .lines()
+            .find(|l| l.contains("LLVM version"))
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        Some(Mca {
+            binary,
+            version,
+            mcpu,
+            wanted,
+        })
+    }
+}
+
+/// Whether llvm-mca `binary` knows the CPU `name` (it warns "not a
+/// recognized processor" and schedules for a generic one otherwise).
+fn mca_knows(binary: &str, name: &str) -> bool {
+    let run = || -> Option<bool> {
+        let mut child = Command::new(binary)
+            .args([
+                "-mtriple=x86_64-unknown-linux-gnu",
+                &format!("-mcpu={name}"),
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take()?;
+            stdin.write_all(b"nop\n").ok()?;
+        }
+        let out = child.wait_with_output().ok()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        Some(out.status.success() && !err.contains("not a recognized processor"))
+    };
+    run().unwrap_or(false)
+}
+
+/// llvm-mca's cycles per iteration of a loop body at this host's `-mcpu`.
 fn mca_cycles_per_iteration(code: &NativeCode, body: &[usize]) -> Option<f64> {
+    let mca = MCA.get()?.as_ref()?;
     if body.is_empty() {
         return Some(0.0);
     }
     let text = intel_body(code, body);
     let iterations = 200;
-    let mut child = Command::new("llvm-mca")
+    let mut child = Command::new(&mca.binary)
         .args([
             "-mtriple=x86_64-unknown-linux-gnu",
-            "-mcpu=znver3",
+            &format!("-mcpu={}", mca.mcpu),
             "-mattr=+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512vnni,+f16c,+fma",
             &format!("-iterations={iterations}"),
             "-",
@@ -571,9 +927,134 @@ fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / (va * vb).sqrt()
 }
 
+/// The rows of each (family, geometry), in the order first seen.
+fn by_geometry(rows: &[Row]) -> Vec<Vec<&Row>> {
+    let mut groups: Vec<Vec<&Row>> = Vec::new();
+    for r in rows {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].family == r.family && g[0].geometry == r.geometry)
+        {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+}
+
+/// Twin-vs-twin pairs at one geometry whose measured gap exceeds
+/// [`TWIN_GAP`], how many of them the cheaper-priced twin is the faster one
+/// in (an exact price tie is wrong), and how many are priced exactly alike.
+fn twin_decisions(group: &[&Row]) -> (usize, usize, usize) {
+    let twins: Vec<&&Row> = group.iter().filter(|r| r.candidate != r.arm).collect();
+    let (mut pairs, mut right, mut tied) = (0, 0, 0);
+    for (i, a) in twins.iter().enumerate() {
+        for b in &twins[i + 1..] {
+            let (fast, slow) = if a.measured <= b.measured {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            if slow.measured / fast.measured - 1.0 <= TWIN_GAP {
+                continue;
+            }
+            pairs += 1;
+            right += usize::from(fast.predicted < slow.predicted);
+            tied += usize::from(fast.predicted == slow.predicted);
+        }
+    }
+    (pairs, right, tied)
+}
+
+/// How [`pick`] settles an exact tie at the lowest price that leaves the
+/// arm out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tie {
+    /// As the planner does (`weft_plan::select`, rule 3): the tied
+    /// candidates race, and the race keeps the one measured fastest.
+    Race,
+    /// The first listed: what the prices alone would give.
+    First,
+}
+
+/// The candidates sharing the lowest price at one geometry.
+fn cheapest<'a>(group: &[&'a Row]) -> Vec<&'a Row> {
+    let low = group
+        .iter()
+        .map(|r| r.predicted)
+        .fold(f64::INFINITY, f64::min);
+    group
+        .iter()
+        .copied()
+        .filter(|r| r.predicted == low)
+        .collect()
+}
+
+/// Whether the lowest price at one geometry is shared without the arm
+/// (the planner then races the tied candidates).
+fn tied_without_arm(group: &[&Row]) -> bool {
+    let tied = cheapest(group);
+    tied.len() > 1 && tied.iter().all(|r| r.candidate != r.arm)
+}
+
+/// The candidate picked at one geometry: the cheapest price; on an exact
+/// tie the arm if it is among the tied (the planner keeps the shipped
+/// arm), else as `tie` says.
+fn pick<'a>(group: &[&'a Row], tie: Tie) -> &'a Row {
+    let tied = cheapest(group);
+    if let Some(arm) = tied.iter().find(|r| r.candidate == r.arm) {
+        return arm;
+    }
+    match tie {
+        Tie::Race => fastest(&tied),
+        Tie::First => tied.first().copied().unwrap_or(group[0]),
+    }
+}
+
+/// The measured fastest candidate at one geometry.
+fn fastest<'a>(group: &[&'a Row]) -> &'a Row {
+    group
+        .iter()
+        .copied()
+        .min_by(|a, b| a.measured.total_cmp(&b.measured))
+        .unwrap_or(group[0])
+}
+
+/// Extra time of the picked body over the fastest at one geometry, as a
+/// fraction of the fastest.
+fn regret(group: &[&Row], tie: Tie) -> f64 {
+    let best = fastest(group).measured;
+    (pick(group, tie).measured - best) / best
+}
+
+/// Spearman's rank correlation within one geometry's candidates (0 when
+/// the prices or the measurements are all equal).
+fn spearman_within(group: &[&Row]) -> f64 {
+    let predicted: Vec<f64> = group.iter().map(|r| r.predicted).collect();
+    let measured: Vec<f64> = group.iter().map(|r| r.measured).collect();
+    let rho = spearman(&predicted, &measured);
+    if rho.is_nan() {
+        0.0
+    } else {
+        rho
+    }
+}
+
 /// The summary figures (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Summary {
+    twin_pairs: usize,
+    twin_decision: Option<f64>,
+    /// Of `twin_pairs`, those priced exactly alike (counted wrong).
+    twin_tied: usize,
+    /// Of `twin_pairs`, those the cheaper-priced twin wins.
+    twin_right: usize,
+    regret: Option<f64>,
+    /// Geometries whose lowest price twins share without the arm (raced).
+    raced: usize,
+    /// `regret` with such ties taken by the first listed instead.
+    regret_first: Option<f64>,
+    spearman_within: Option<f64>,
     pairs: usize,
     decisions: usize,
     decision: f64,
@@ -636,7 +1117,31 @@ fn summarize(rows: &[Row]) -> Summary {
         .filter(|r| r.mca.is_some())
         .map(|r| rel(r.predicted, r.measured))
         .collect();
+    let groups = by_geometry(rows);
+    let (twin_pairs, twin_right, twin_tied) = groups
+        .iter()
+        .map(|g| twin_decisions(g))
+        .fold((0, 0, 0), |(p, r, t), (gp, gr, gt)| {
+            (p + gp, r + gr, t + gt)
+        });
+    let decided: Vec<&Vec<&Row>> = groups.iter().filter(|g| g.len() >= 2).collect();
+    let regrets: Vec<f64> = decided.iter().map(|g| regret(g, Tie::Race)).collect();
+    let regrets_first: Vec<f64> = decided.iter().map(|g| regret(g, Tie::First)).collect();
+    let within: Vec<f64> = groups
+        .iter()
+        .filter(|g| g.len() >= 3)
+        .map(|g| spearman_within(g))
+        .collect();
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     Summary {
+        twin_pairs,
+        twin_decision: (twin_pairs > 0).then(|| twin_right as f64 / twin_pairs as f64),
+        twin_tied,
+        twin_right,
+        regret: mean(&regrets),
+        raced: decided.iter().filter(|g| tied_without_arm(g)).count(),
+        regret_first: mean(&regrets_first),
+        spearman_within: mean(&within),
         pairs: rows.len(),
         decisions: gapped,
         decision: right as f64 / separated.max(1) as f64,
@@ -671,13 +1176,45 @@ pub fn run(args: &[String]) -> Result<(), String> {
         host.model,
         crate::cost_calibrate::load_average(),
     );
+    let (vendor, family, cpu_model) = cpu_identity();
+    let table = model
+        .table()
+        .and_then(|t| TableId::ALL.into_iter().find(|id| id.table().id == t.id));
+    let calibration = table.and_then(TableId::calibrated_on);
+    let here = calibrated_here(calibration, &vendor, family, cpu_model);
+    println!(
+        "calibrated_here={} (table: {}; host: {vendor} family {family} model {cpu_model})",
+        if here { "yes" } else { "no" },
+        match (model.table(), calibration) {
+            (None, _) => "none, instruction counts".to_owned(),
+            (Some(t), None) => format!("{}, calibrated on no machine of ours", t.id),
+            (Some(t), Some(c)) => format!(
+                "{}, calibrated on {} family {} model {}",
+                t.id, c.vendor, c.family, c.model
+            ),
+        }
+    );
+    let mca_setup = MCA.get_or_init(|| Mca::find(&host, &vendor, family, cpu_model));
+    match mca_setup {
+        None => println!(
+            "llvm-mca: none on PATH (mca_l1_error=n/a; on Debian 12: apt-get install llvm-16)"
+        ),
+        Some(m) if m.mcpu == m.wanted => {
+            println!("llvm-mca: {} ({}), -mcpu={}", m.binary, m.version, m.mcpu)
+        }
+        Some(m) => println!(
+            "llvm-mca: {} ({}), -mcpu={}: it does not know this host's {} \
+             (znver4 needs LLVM 16 or newer: apt-get install llvm-16)",
+            m.binary, m.version, m.mcpu, m.wanted
+        ),
+    }
     let issue_before = crate::cost_calibrate::issue_rate()?;
     let mut rows = Vec::new();
     let mut mca = McaCache::new();
     q8_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     elementwise_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     println!(
-        "{:<17} {:<32} {:<16} {:<5} {:>13} {:>13} {:>7} {:>13} {:>7}",
+        "{:<17} {:<32} {:<16} {:<9} {:>13} {:>13} {:>7} {:>13} {:>7}",
         "family",
         "candidate",
         "geometry",
@@ -690,11 +1227,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     );
     for r in &rows {
         println!(
-            "{:<17} {:<32} {:<16} {:<5} {:>13.0} {:>13.0} {:>+6.1}% {:>13.0} {:>7}",
+            "{:<17} {:<32} {:<16} {:<9} {:>13.0} {:>13.0} {:>+6.1}% {:>13.0} {:>7}",
             r.family,
             r.candidate,
             r.geometry,
-            format!("{:?}", r.level),
+            format!("{:?}{}", r.level, if r.streamed { " cold" } else { "" }),
             r.measured,
             r.predicted,
             100.0 * (r.predicted / r.measured - 1.0),
@@ -706,6 +1243,23 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     let s = summarize(&rows);
+    for g in by_geometry(&rows) {
+        let (p, f) = (pick(&g, Tie::Race), fastest(&g));
+        if p.candidate != f.candidate {
+            println!(
+                "pick {} {}: {} (priced {:.0}, measured {:.0}); fastest {} (priced {:.0}, measured {:.0}); regret {:.1}%",
+                g[0].family,
+                g[0].geometry,
+                p.candidate,
+                p.predicted,
+                p.measured,
+                f.candidate,
+                f.predicted,
+                f.measured,
+                100.0 * regret(&g, Tie::Race)
+            );
+        }
+    }
     println!(
         "issue rate of an add/vector-add mix: {issue_before:.1} per cycle before, {:.1} after \
          (6 when the core is not shared with a busy sibling)",
@@ -744,15 +1298,41 @@ pub fn run(args: &[String]) -> Result<(), String> {
             s.mca_l1_n
         );
     }
+    let opt = |v: Option<f64>| v.map_or("n/a".into(), |e| format!("{e:.3}"));
     println!(
-        "cost-accuracy: pairs={} decision={:.3} unseparated={:.3} spearman={:.3} l1_error={:.3} closer_than_roofline={:.2} mca_l1_error={}",
+        "twin pairs with a measured gap over {:.0}%: {}, {} priced exactly alike (a shared \
+         roofline floor; counted wrong); over the {} priced apart: twin_decision={}",
+        TWIN_GAP * 100.0,
+        s.twin_pairs,
+        s.twin_tied,
+        s.twin_pairs - s.twin_tied,
+        opt((s.twin_pairs > s.twin_tied)
+            .then(|| s.twin_right as f64 / (s.twin_pairs - s.twin_tied) as f64))
+    );
+    println!(
+        "regret: at {} geometries twins share the lowest price without the arm (a shared \
+         roofline floor) and the planner races them (counted as the fastest of the tied); \
+         taking the first listed instead: regret={}",
+        s.raced,
+        opt(s.regret_first)
+    );
+    println!(
+        "cost-accuracy: twin_pairs={} twin_decision={} regret={} spearman_within={} l1_error={:.3} \
+         pairs={} decision={:.3} unseparated={:.3} spearman={:.3} closer_than_roofline={:.2} \
+         mca_l1_error={} mcpu={} calibrated_here={}",
+        s.twin_pairs,
+        opt(s.twin_decision),
+        opt(s.regret),
+        opt(s.spearman_within),
+        s.l1_error,
         s.pairs,
         s.decision,
         s.unseparated,
         s.spearman,
-        s.l1_error,
         s.closer_than_roofline,
-        s.mca_l1_error.map_or("n/a".into(), |e| format!("{e:.3}")),
+        opt(s.mca_l1_error),
+        mca_setup.as_ref().map_or("none", |m| m.mcpu.as_str()),
+        if here { "yes" } else { "no" },
     );
     Ok(())
 }
@@ -768,12 +1348,189 @@ mod tests {
             arm,
             geometry: "g".into(),
             level: MemoryLevel::L1,
+            streamed: false,
             measured,
             predicted,
             floor: measured / 10.0,
             mca: None,
             unscheduled: None,
         }
+    }
+
+    /// A row of `candidate` (a twin of "arm" unless it is "arm") at `geometry`.
+    fn at(geometry: &str, candidate: &'static str, measured: f64, predicted: f64) -> Row {
+        Row {
+            geometry: geometry.into(),
+            ..r(candidate, "arm", measured, predicted)
+        }
+    }
+
+    #[test]
+    fn twin_decision_scores_twin_pairs_past_five_percent_and_a_price_tie_is_wrong() {
+        let g = [
+            at("g", "arm", 10.0, 1000.0), // the arm: in no twin pair
+            at("g", "a", 100.0, 50.0),
+            at("g", "b", 200.0, 90.0),
+            at("g", "c", 103.0, 10.0), // 3% from a: not scored against it
+            at("g", "d", 300.0, 90.0), // priced as b: b-d is wrong
+        ];
+        let group: Vec<&Row> = g.iter().collect();
+        // a-b right, a-d right, b-c right, b-d tie (wrong), c-d right.
+        assert_eq!(twin_decisions(&group), (5, 4, 1));
+        let s = summarize(&g);
+        assert_eq!((s.twin_pairs, s.twin_right, s.twin_tied), (5, 4, 1));
+        assert_eq!(s.twin_decision, Some(0.8));
+    }
+
+    #[test]
+    fn regret_is_the_cheapest_priced_body_against_the_measured_fastest() {
+        let g = [
+            at("g", "arm", 100.0, 100.0),
+            at("g", "t1", 80.0, 90.0), // picked
+            at("g", "t2", 60.0, 95.0), // fastest
+        ];
+        let group: Vec<&Row> = g.iter().collect();
+        assert_eq!(pick(&group, Tie::Race).candidate, "t1");
+        assert!((regret(&group, Tie::Race) - 20.0 / 60.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_price_tie_with_the_arm_keeps_the_arm() {
+        let g = [at("g", "arm", 100.0, 50.0), at("g", "t1", 50.0, 50.0)];
+        let group: Vec<&Row> = g.iter().collect();
+        assert_eq!(pick(&group, Tie::Race).candidate, "arm");
+        assert!((regret(&group, Tie::Race) - 1.0).abs() < 1e-12);
+        assert!(!tied_without_arm(&group));
+    }
+
+    #[test]
+    fn a_price_tie_without_the_arm_is_raced_or_else_takes_the_first_listed() {
+        let g = [
+            at("g", "arm", 40.0, 60.0), // fastest, priced dearer
+            at("g", "t1", 70.0, 40.0),
+            at("g", "t2", 50.0, 40.0), // wins the race of the tied
+        ];
+        let group: Vec<&Row> = g.iter().collect();
+        assert!(tied_without_arm(&group));
+        assert_eq!(pick(&group, Tie::Race).candidate, "t2");
+        assert!((regret(&group, Tie::Race) - 0.25).abs() < 1e-12);
+        assert_eq!(pick(&group, Tie::First).candidate, "t1");
+        assert!((regret(&group, Tie::First) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_regret_is_the_mean_over_geometries_with_two_candidates_or_more() {
+        let rows = [
+            // regret (80 − 60) / 60 = 1/3
+            at("g1", "arm", 100.0, 100.0),
+            at("g1", "t1", 80.0, 90.0),
+            at("g1", "t2", 60.0, 95.0),
+            // picks the fastest: 0
+            at("g2", "arm", 100.0, 100.0),
+            at("g2", "t1", 50.0, 10.0),
+            // one candidate: not a decision
+            at("g3", "arm", 100.0, 1.0),
+        ];
+        let s = summarize(&rows);
+        assert!((s.regret.unwrap() - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(s.raced, 0);
+    }
+
+    #[test]
+    fn spearman_within_ranks_inside_each_geometry_of_three_or_more_and_averages() {
+        let rows = [
+            // ranks 1 2 3 against 1 3 2: 1 − 6·2 / (3·8) = 0.5
+            at("g1", "arm", 10.0, 1.0),
+            at("g1", "t1", 30.0, 2.0),
+            at("g1", "t2", 20.0, 3.0),
+            // reversed: −1
+            at("g2", "arm", 3e6, 1e6),
+            at("g2", "t1", 2e6, 2e6),
+            at("g2", "t2", 1e6, 3e6),
+            // two candidates: left out
+            at("g3", "arm", 1.0, 2.0),
+            at("g3", "t1", 2.0, 1.0),
+        ];
+        let s = summarize(&rows);
+        assert!((s.spearman_within.unwrap() + 0.25).abs() < 1e-12);
+        let tied = [
+            at("g", "arm", 1.0, 5.0),
+            at("g", "t1", 2.0, 5.0),
+            at("g", "t2", 3.0, 5.0),
+        ];
+        assert_eq!(spearman_within(&tied.iter().collect::<Vec<_>>()), 0.0);
+    }
+
+    #[test]
+    fn amd_family_and_model_name_llvms_zen_cores() {
+        assert_eq!(amd_mcpu(23, 0x01), Some("znver1")); // Naples
+        assert_eq!(amd_mcpu(23, 0x31), Some("znver2")); // Rome
+        assert_eq!(amd_mcpu(25, 0x01), Some("znver3")); // Milan
+        assert_eq!(amd_mcpu(25, 0x21), Some("znver3")); // Vermeer
+        assert_eq!(amd_mcpu(25, 0x11), Some("znver4")); // Genoa
+        assert_eq!(amd_mcpu(25, 0x61), Some("znver4")); // Raphael
+        assert_eq!(amd_mcpu(25, 0xa0), Some("znver4")); // Bergamo
+        assert_eq!(amd_mcpu(26, 0x02), Some("znver5")); // Turin
+        assert_eq!(amd_mcpu(6, 0xa7), None);
+    }
+
+    #[test]
+    fn intel_takes_llvms_own_host_cpu_else_the_nearest_by_avx512_features() {
+        assert_eq!(
+            intel_mcpu(Some("rocketlake"), false, true, true),
+            "rocketlake"
+        );
+        assert_eq!(
+            intel_mcpu(Some("graniterapids"), true, true, true),
+            "graniterapids"
+        );
+        // A guest with AVX-512 FP16 that LLVM names by an older model number.
+        assert_eq!(
+            intel_mcpu(Some("rocketlake"), true, true, true),
+            "sapphirerapids"
+        );
+        assert_eq!(
+            intel_mcpu(Some("x86-64"), true, true, true),
+            "sapphirerapids"
+        );
+        assert_eq!(intel_mcpu(None, false, true, true), "icelake-server");
+        assert_eq!(
+            intel_mcpu(Some("generic"), false, false, true),
+            "skylake-avx512"
+        );
+        assert_eq!(intel_mcpu(None, false, false, false), "haswell");
+    }
+
+    #[test]
+    fn an_unknown_core_falls_back_to_the_newest_older_one_of_its_line() {
+        let llvm14 = |n: &str| ["znver1", "znver2", "znver3", "skylake-avx512"].contains(&n);
+        assert_eq!(choose_mcpu("znver4", llvm14).as_deref(), Some("znver3"));
+        assert_eq!(choose_mcpu("znver3", llvm14).as_deref(), Some("znver3"));
+        assert_eq!(
+            choose_mcpu("sapphirerapids", llvm14).as_deref(),
+            Some("skylake-avx512")
+        );
+        assert_eq!(choose_mcpu("rocketlake", llvm14), None);
+    }
+
+    #[test]
+    fn cpuid_leaf_one_folds_the_extended_family_and_model_in() {
+        assert_eq!(family_model(0x00a1_0f11), (25, 17)); // Genoa, 19h/11h
+        assert_eq!(family_model(0x00b0_0f20), (26, 2)); // Turin, 1Ah/02h
+        assert_eq!(family_model(0x000a_0671), (6, 167)); // Intel 06h/A7h
+    }
+
+    #[test]
+    fn calibrated_here_only_on_the_tables_own_vendor_family_and_model() {
+        let genoa = Some(CalibrationHost {
+            vendor: "AuthenticAMD",
+            family: 25,
+            model: 17,
+        });
+        assert!(calibrated_here(genoa, "AuthenticAMD", 25, 17));
+        assert!(!calibrated_here(genoa, "AuthenticAMD", 25, 1));
+        assert!(!calibrated_here(genoa, "GenuineIntel", 6, 167));
+        assert!(!calibrated_here(None, "GenuineIntel", 6, 167));
     }
 
     #[test]

@@ -3,9 +3,14 @@
 //! The TSC ticks at a fixed rate while the core's clock moves (boost,
 //! power states, a hypervisor), so a tick count alone is not cycles. Every
 //! measurement here is paired with a [`Calibration`]: a chain of dependent
-//! `add`s, one cycle each on every x86-64 core, timed with the same counter
-//! right beside it. Its ticks per cycle turn the measurement's ticks into
-//! cycles.
+//! register-to-register `add`s, one cycle each on every x86-64 core, timed
+//! with the same counter right beside it. Its ticks per cycle turn the
+//! measurement's ticks into cycles. The added operand is a register, not
+//! an immediate: Intel cores since Golden Cove fold `add reg, imm` chains
+//! at rename and run them about five a cycle (measured on a family 6
+//! model 167 guest: 0.14 ticks an `add reg, 1` against 0.73 an
+//! `add reg, reg`, and 0.73 a third of an `imul`), which made every
+//! cycle count five times too high.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -45,21 +50,23 @@ pub fn pin_current_thread() -> Result<usize, String> {
     Ok(cpu as usize)
 }
 
-/// Run `iterations × 16` dependent one-cycle adds.
+/// Run `iterations × 16` dependent one-cycle adds (register operands: an
+/// immediate may be folded at rename, see the module docs).
 fn add_chain(iterations: u64) {
-    // SAFETY: the block touches only the two registers it declares and no
-    // memory; it ends with both registers in a defined state.
+    // SAFETY: the block touches only the three registers it declares and no
+    // memory; it ends with them in a defined state.
     unsafe {
         asm!(
             "2:",
-            "add {acc}, 1", "add {acc}, 1", "add {acc}, 1", "add {acc}, 1",
-            "add {acc}, 1", "add {acc}, 1", "add {acc}, 1", "add {acc}, 1",
-            "add {acc}, 1", "add {acc}, 1", "add {acc}, 1", "add {acc}, 1",
-            "add {acc}, 1", "add {acc}, 1", "add {acc}, 1", "add {acc}, 1",
+            "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}",
+            "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}",
+            "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}",
+            "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}", "add {acc}, {one}",
             "dec {n}",
             "jnz 2b",
             n = inout(reg) iterations.max(1) => _,
             acc = inout(reg) 0u64 => _,
+            one = in(reg) 1u64,
             options(nomem, nostack),
         );
     }

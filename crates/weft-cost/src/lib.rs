@@ -78,7 +78,7 @@ use weft_kernel::{Host, Isa, LoopTrip, NativeCode, Offer, Price, PriceModel, Res
 
 pub use class::{Class, Width};
 pub use model::Bound;
-pub use table::{CacheSizes, PortTable, TableId};
+pub use table::{CacheSizes, CalibrationHost, PortTable, TableId};
 
 /// Why code could not be priced. [`CostError::name`] is stable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

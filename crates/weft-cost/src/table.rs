@@ -95,6 +95,42 @@ impl TableId {
     pub fn for_host(host: &Host) -> Option<TableId> {
         TableId::ALL.into_iter().find(|id| id.table().matches(host))
     }
+
+    /// The CPU `cargo xtask cost-calibrate` measured this table's
+    /// measured rows (tag `weft-mb`) on, as the table's header comment
+    /// names it; `None` for a table no machine of ours measured (every row
+    /// from LLVM or a vendor's manual). Kept here, beside the tables, so a
+    /// run on another CPU can say it is not the one the table was fitted
+    /// to; change it only with a re-calibration.
+    pub fn calibrated_on(self) -> Option<CalibrationHost> {
+        match self {
+            // zen4.table: "the development machine (EPYC, family 19h model 11h)".
+            TableId::Zen4 => Some(CalibrationHost {
+                vendor: "AuthenticAMD",
+                family: 0x19,
+                model: 0x11,
+            }),
+            // zen5.table: "a Zen 5 EPYC (family 1Ah model 02h, a 2-vCPU guest)".
+            TableId::Zen5 => Some(CalibrationHost {
+                vendor: "AuthenticAMD",
+                family: 0x1a,
+                model: 0x02,
+            }),
+            TableId::GoldenCove | TableId::NeoverseV2 => None,
+        }
+    }
+}
+
+/// A CPU as CPUID names it: vendor string, family and model (the extended
+/// fields folded in, as Linux's `/proc/cpuinfo` shows them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CalibrationHost {
+    /// `"AuthenticAMD"`, `"GenuineIntel"`.
+    pub vendor: &'static str,
+    /// Display family.
+    pub family: u32,
+    /// Display model.
+    pub model: u32,
 }
 
 /// One cited source.
@@ -572,6 +608,20 @@ fn parse_usage(text: &str, ports: &[String]) -> Result<Vec<(u32, f64)>, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_calibration_host_is_the_one_its_tables_header_names() {
+        for id in TableId::ALL {
+            let Some(c) = id.calibrated_on() else {
+                continue;
+            };
+            let named = format!("family {:02x}h model {:02x}h", c.family, c.model);
+            assert!(
+                id.text().to_lowercase().contains(&named),
+                "{id:?}: the header does not name {named}"
+            );
+        }
+    }
 
     #[test]
     fn every_shipped_table_parses_and_cites_declared_sources() {
