@@ -404,6 +404,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     println!();
+    println!(
+        "  solo stretches of the 2-thread engine (splitting lost a window, calls ran on the caller alone): {}",
+        engines[1].solo_stretches()
+    );
     if let [ours1, ours2, peer1, peer2] = tok_s[..] {
         println!(
             "bench decode peer: llama_cpp_tok_s_1t={peer1:.1} llama_cpp_tok_s_2t={peer2:.1} ratio_1t={:.2} ratio_2t={:.2}",

@@ -726,6 +726,12 @@ impl Engine {
         self.exec.threads()
     }
 
+    /// How many times the executor has run calls on the caller alone
+    /// because splitting lost time (`weft_plan::Executor::solo_stretches`).
+    pub fn solo_stretches(&self) -> u64 {
+        self.exec.solo_stretches()
+    }
+
     /// SHA-256 of the bits of every logit of every step so far, in hex.
     pub fn digest(&self) -> String {
         let d = self.digest.clone().finalize();

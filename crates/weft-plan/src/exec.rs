@@ -18,14 +18,19 @@
 //! the next publish instead of taking a core it does not get work on.
 //!
 //! A part claimed by a thread the kernel then deschedules still holds the
-//! call back for up to a time slice. So the caller also keeps score: a call
-//! whose wait for other threads' parts outlasted its own work (and
-//! [`STRAGGLE_FLOOR`]) is a straggle, and after [`STRAGGLE_STREAK`] in a
-//! row the pool runs the next calls on the caller alone — [`SOLO_CALLS`],
-//! doubling each time straggles return, back to the first length after a
-//! clean run — then tries threads again. With a core to spare nothing
-//! straggles and every call is split; beside a busy neighbour two threads
-//! cost no more than one.
+//! call back for up to a time slice, and waking a sleeping worker costs a
+//! system call per publish. So the caller also keeps score: for each split
+//! call it compares the call's whole time (publish, its own parts, the
+//! wait) with what it alone would have taken (its own parts' time × parts
+//! ÷ parts it ran). Over a window of [`WINDOW`] split calls, if splitting
+//! took longer, [`LOST_STREAK`] windows in a row, the pool runs the next
+//! calls on the caller alone — [`SOLO_CALLS`], doubling each time
+//! splitting loses again (up to 64×),
+//! back to the first length after [`CLEAN_WINDOWS`] won windows in a row —
+//! then tries threads again. With a core to spare splitting wins and every
+//! call is split; beside a busy neighbour two threads cost about what one
+//! does. The estimate of the caller alone is taken while the other threads
+//! share the memory bus, so it errs towards splitting.
 //!
 //! Invariants:
 //!
@@ -57,20 +62,20 @@ pub const PARTS_PER_THREAD: u64 = 4;
 /// Completion checks the caller spins through before it starts yielding.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// A wait for other threads shorter than this is never a straggle (a part
-/// of a small call, a worker waking from its spin).
-pub const STRAGGLE_FLOOR: Duration = Duration::from_micros(50);
+/// Split calls whose times are summed before splitting is judged.
+pub const WINDOW: u32 = 32;
 
-/// Straggles in a row after which calls run on the caller alone.
-pub const STRAGGLE_STREAK: u32 = 3;
+/// Lost windows in a row after which calls run on the caller alone (one
+/// lost window is as likely a hiccup of the machine as a neighbour).
+pub const LOST_STREAK: u32 = 2;
 
-/// Calls run on the caller alone after the first straggle streak; doubled
-/// for each streak that follows (up to 64×), reset by
-/// [`CLEAN_CALLS`] split calls without one.
+/// Calls run on the caller alone after the first lost streak; doubled for
+/// each lost streak that follows (up to 64×), reset by [`CLEAN_WINDOWS`]
+/// won windows in a row.
 pub const SOLO_CALLS: u32 = 512;
 
-/// Split calls in a row without a straggle that reset the solo length.
-const CLEAN_CALLS: u32 = 256;
+/// Won windows in a row that reset the solo length.
+pub const CLEAN_WINDOWS: u32 = 8;
 
 /// Jobs in a row a worker may arrive too late for (every part claimed)
 /// before it stops spinning between jobs and sleeps instead.
@@ -170,10 +175,16 @@ pub struct Executor {
 /// Whether calls are split, and the evidence for it.
 #[derive(Debug, Default)]
 struct Straggle {
-    /// Straggles in a row.
-    streak: u32,
-    /// Split calls in a row without one.
+    /// Split calls scored in the current window.
+    window: u32,
+    /// Their whole times, summed.
+    split: Duration,
+    /// Their estimated times on the caller alone, summed.
+    alone: Duration,
+    /// Won windows in a row.
     clean: u32,
+    /// Lost windows in a row.
+    lost: u32,
     /// Calls left to run on the caller alone.
     solo_left: u32,
     /// How long the next solo stretch lasts, as a shift of [`SOLO_CALLS`].
@@ -192,22 +203,31 @@ impl Straggle {
         false
     }
 
-    /// Score a split call: the caller worked `worked`, then waited
-    /// `waited` for the other threads' parts.
-    fn score(&mut self, worked: Duration, waited: Duration) {
-        if waited > worked && waited > STRAGGLE_FLOOR {
+    /// Score a split call that took `whole` and that the caller alone
+    /// would have taken about `alone` for.
+    fn score(&mut self, whole: Duration, alone: Duration) {
+        self.window += 1;
+        self.split += whole;
+        self.alone += alone;
+        if self.window < WINDOW {
+            return;
+        }
+        let lost = self.split > self.alone;
+        (self.window, self.split, self.alone) = (0, Duration::ZERO, Duration::ZERO);
+        if lost {
             self.clean = 0;
-            self.streak += 1;
-            if self.streak >= STRAGGLE_STREAK {
-                self.streak = 0;
-                self.solo_left = SOLO_CALLS << self.backoff;
-                self.backoff = (self.backoff + 1).min(6);
-                self.stretches += 1;
+            self.lost += 1;
+            if self.lost < LOST_STREAK {
+                return;
             }
+            self.lost = 0;
+            self.solo_left = SOLO_CALLS << self.backoff;
+            self.backoff = (self.backoff + 1).min(6);
+            self.stretches += 1;
         } else {
-            self.streak = 0;
+            self.lost = 0;
             self.clean += 1;
-            if self.clean >= CLEAN_CALLS {
+            if self.clean >= CLEAN_WINDOWS {
                 self.backoff = 0;
             }
         }
@@ -366,8 +386,9 @@ impl Executor {
             done: AtomicUsize::new(0),
         });
         self.publish(Some(Arc::clone(&job)));
-        job.work();
-        let worked = start.elapsed();
+        let own = Instant::now();
+        let ran = job.work();
+        let worked = own.elapsed();
         // The parts left are running on other threads. Spin briefly (they
         // usually finish within microseconds), then yield on every check: a
         // worker descheduled in favour of this thread or a neighbour gets
@@ -381,7 +402,7 @@ impl Executor {
                 std::thread::yield_now();
             }
         }
-        let waited = start.elapsed().saturating_sub(worked);
+        let whole = start.elapsed();
         // Drop the pool's reference so no worker sees this job again.
         *self
             .shared
@@ -391,7 +412,7 @@ impl Executor {
         self.straggle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .score(worked, waited);
+            .score(whole, alone_estimate(worked, ran, n, whole));
     }
 
     /// Split `args` over its member views into up to
@@ -484,6 +505,15 @@ fn worker(s: &Shared) {
     }
 }
 
+/// What `n` parts would take on one thread that ran `ran` of them in
+/// `worked`; `whole` (no evidence either way) when it ran none.
+fn alone_estimate(worked: Duration, ran: usize, n: usize, whole: Duration) -> Duration {
+    if ran == 0 {
+        return whole;
+    }
+    worked.mul_f64(n as f64 / ran as f64)
+}
+
 /// Cut `range` into at most `parts` contiguous pieces whose inner
 /// boundaries are multiples of `granule` (absolute, not relative to the
 /// start), as even as the granule allows; empty pieces are dropped.
@@ -515,37 +545,67 @@ pub fn split_range(range: Range<u64>, granule: u64, parts: u64) -> Vec<Range<u64
 
 #[cfg(test)]
 mod tests {
-    use super::{split_range, Executor, Straggle, SOLO_CALLS, STRAGGLE_STREAK};
+    use super::{
+        alone_estimate, split_range, Executor, Straggle, CLEAN_WINDOWS, LOST_STREAK, SOLO_CALLS,
+        WINDOW,
+    };
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     #[test]
-    fn straggles_in_a_row_send_calls_to_the_caller_alone_then_back() {
-        let ms = Duration::from_millis;
+    fn a_window_where_splitting_lost_sends_calls_to_the_caller_alone_then_back() {
+        let us = Duration::from_micros;
         let mut s = Straggle::default();
-        // A wait longer than the work, but under the floor: not a straggle.
-        for _ in 0..10 {
-            s.score(Duration::from_micros(5), Duration::from_micros(20));
+        // Split calls twice as fast as the caller alone: never solo.
+        for _ in 0..4 * WINDOW {
+            s.score(us(50), us(100));
         }
         assert!(!s.take_solo());
-        // Two straggles then a clean call: the streak starts over.
-        s.score(ms(1), ms(3));
-        s.score(ms(1), ms(3));
-        s.score(ms(3), ms(1));
+        // One straggle of 5 ms among fast calls loses its window, but one
+        // lost window alone is a hiccup.
+        s.score(us(5000), us(100));
+        for _ in 1..WINDOW {
+            s.score(us(50), us(100));
+        }
         assert!(!s.take_solo());
-        for _ in 0..STRAGGLE_STREAK {
-            s.score(ms(1), ms(3));
+        for _ in 0..WINDOW {
+            s.score(us(50), us(100));
+        }
+        assert!(!s.take_solo(), "a won window ends the streak");
+        // Two lost windows in a row do send calls to the caller alone.
+        for _ in 0..2 {
+            s.score(us(5000), us(100));
+            for _ in 1..WINDOW {
+                s.score(us(50), us(100));
+            }
         }
         for _ in 0..SOLO_CALLS {
             assert!(s.take_solo());
         }
         assert!(!s.take_solo(), "threads are tried again after the stretch");
-        // Straggles again at once: the next stretch is twice as long.
-        for _ in 0..STRAGGLE_STREAK {
-            s.score(ms(1), ms(3));
+        // Splitting slightly slower than alone, window after window: each
+        // stretch twice the last.
+        for _ in 0..LOST_STREAK * WINDOW {
+            s.score(us(105), us(100));
         }
         assert_eq!(s.solo_left, 2 * SOLO_CALLS);
         assert_eq!(s.stretches, 2);
+        // Enough won windows in a row bring the first length back.
+        s.solo_left = 0;
+        for _ in 0..CLEAN_WINDOWS * WINDOW {
+            s.score(us(50), us(100));
+        }
+        for _ in 0..LOST_STREAK * WINDOW {
+            s.score(us(150), us(100));
+        }
+        assert_eq!(s.solo_left, SOLO_CALLS);
+    }
+
+    #[test]
+    fn the_caller_alone_is_estimated_from_its_own_parts() {
+        let us = Duration::from_micros;
+        assert_eq!(alone_estimate(us(30), 3, 8, us(99)), us(80));
+        assert_eq!(alone_estimate(us(30), 0, 8, us(99)), us(99));
     }
 
     #[test]
@@ -555,7 +615,8 @@ mod tests {
         let caller = std::thread::current().id();
         let on_worker = AtomicUsize::new(0);
         // Parts on the worker take far longer than the caller's: every
-        // split call straggles once the worker claims a part.
+        // split call is slower than the caller alone once the worker claims
+        // a part.
         let call = || {
             exec.for_each_part(8, &|_| {
                 if std::thread::current().id() == caller {
@@ -566,7 +627,7 @@ mod tests {
                 }
             });
         };
-        for _ in 0..40 {
+        for _ in 0..2 * WINDOW {
             call();
             if exec.solo_stretches() > 0 {
                 break;
