@@ -1,8 +1,8 @@
 //! Any bytes a GGUF reader accepts: the llama loader either builds the
 //! model's configuration and weights or refuses by name, at once — no
-//! panic, no allocation sized by metadata the tensors do not back. Seeds:
-//! fuzz/corpus/model (pinned by tests/hostile_gguf.rs). Run with
-//! `cargo +nightly fuzz run model fuzz/corpus/model` from the repo root.
+//! panic, no allocation sized by metadata the tensors do not back. The
+//! hostile files of tests/hostile_gguf.rs are the cases it must keep
+//! refusing. Run with `cargo +nightly fuzz run model` from the repo root.
 
 #![no_main]
 
