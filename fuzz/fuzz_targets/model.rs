@@ -1,7 +1,7 @@
 //! Any bytes a GGUF reader accepts: the llama loader either builds the
 //! model's configuration and weights or refuses by name, at once — no
 //! panic, no allocation sized by metadata the tensors do not back. The
-//! hostile files of tests/hostile_gguf.rs are the cases it must keep
+//! hostile files of weft-llm's `load` tests are the cases it must keep
 //! refusing. Run with `cargo +nightly fuzz run model` from the repo root.
 
 #![no_main]

@@ -65,21 +65,6 @@ fn read_round(l: &ReadLoop, exec: &Executor, bytes: &[u8], threads: usize) -> f6
     t0.elapsed().as_secs_f64() / CEILING_PASSES as f64
 }
 
-/// Bytes that no pass can skip: a xorshift stream, so no page is the
-/// shared zero page.
-fn ceiling_buffer(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
 /// The prompt fed before each round's decode ("The capital of France is"
 /// in SmolLM2's vocabulary when the real model runs; any ids otherwise).
 fn prompt(model: &Model) -> Vec<u32> {
@@ -283,7 +268,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         engines.push(e);
     }
     let streamed = model.weights.streamed_bytes() as f64;
-    let buffer = ceiling_buffer(model.weights.streamed_bytes());
+    let buffer = ceiling::buffer(model.weights.streamed_bytes());
     let reader = Executor::new(2);
     // The read loops at 1 and 2 threads, each a slot of its own.
     let reads: Vec<(ReadLoop, usize)> = [1usize, 2]

@@ -168,6 +168,21 @@ pub fn loops() -> Vec<ReadLoop> {
     v
 }
 
+/// `len` bytes for the read loops that no pass can skip: a xorshift
+/// stream, so no page is the shared zero page.
+pub fn buffer(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
 /// One measured read: which loop, at how many threads, its median seconds
 /// (per call, per token: whatever unit the bench uses for its kernels).
 #[derive(Clone, Debug, PartialEq)]

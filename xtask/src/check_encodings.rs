@@ -18,7 +18,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use weft_a64::sample::{cases, negatives, SplitMix64};
@@ -167,7 +167,7 @@ fn check(tmp: &Path, write_golden: bool, verbose: bool) -> Result<Summary, Strin
         if mismatches + reverse > 0 {
             return Err("not writing the golden file: llvm disagrees".into());
         }
-        let path = workspace_root().join("crates/weft-a64/tests/golden/encodings.txt");
+        let path = crate::workspace_root().join("crates/weft-a64/tests/golden/encodings.txt");
         let mut out = String::new();
         out.push_str("# (form, word, text) agreed with llvm-mc 14 by `cargo xtask check-encodings --write-golden`.\n");
         out.push_str("# Do not edit: regenerate. Replayed by crates/weft-a64/tests/golden.rs without LLVM.\n");
@@ -189,13 +189,6 @@ fn check(tmp: &Path, write_golden: bool, verbose: bool) -> Result<Summary, Strin
         neg_agree,
         neg_total: neg.len(),
     })
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
 }
 
 fn have(tool: &str) -> bool {

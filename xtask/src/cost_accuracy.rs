@@ -751,38 +751,6 @@ fn choose_mcpu(wanted: &str, knows: impl Fn(&str) -> bool) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Display family and model from CPUID leaf 1's EAX, the extended fields
-/// folded in as the vendors' manuals (and `/proc/cpuinfo`) do.
-fn family_model(eax: u32) -> (u32, u32) {
-    let base_family = (eax >> 8) & 0xf;
-    let base_model = (eax >> 4) & 0xf;
-    let family = if base_family == 0xf {
-        base_family + ((eax >> 20) & 0xff)
-    } else {
-        base_family
-    };
-    let model = if base_family == 0x6 || base_family == 0xf {
-        (((eax >> 16) & 0xf) << 4) | base_model
-    } else {
-        base_model
-    };
-    (family, model)
-}
-
-/// This CPU's CPUID vendor string, display family and model.
-fn cpu_identity() -> (String, u32, u32) {
-    use std::arch::x86_64::__cpuid;
-    // CPUID exists on every x86-64 CPU; std's intrinsic is safe to call.
-    let l0 = __cpuid(0);
-    let vendor: String = [l0.ebx, l0.edx, l0.ecx]
-        .iter()
-        .flat_map(|w| w.to_le_bytes())
-        .map(char::from)
-        .collect();
-    let (family, model) = family_model(__cpuid(1).eax);
-    (vendor, family, model)
-}
-
 /// Whether the table calibrated on `table` was calibrated on this CPU.
 fn calibrated_here(table: Option<CalibrationHost>, vendor: &str, family: u32, model: u32) -> bool {
     table.is_some_and(|t| t.vendor == vendor && t.family == family && t.model == model)
@@ -1176,7 +1144,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         host.model,
         crate::cost_calibrate::load_average(),
     );
-    let (vendor, family, cpu_model) = cpu_identity();
+    let (vendor, family, cpu_model) = crate::cpu::identity();
     let table = model
         .table()
         .and_then(|t| TableId::ALL.into_iter().find(|id| id.table().id == t.id));
@@ -1511,13 +1479,6 @@ mod tests {
             Some("skylake-avx512")
         );
         assert_eq!(choose_mcpu("rocketlake", llvm14), None);
-    }
-
-    #[test]
-    fn cpuid_leaf_one_folds_the_extended_family_and_model_in() {
-        assert_eq!(family_model(0x00a1_0f11), (25, 17)); // Genoa, 19h/11h
-        assert_eq!(family_model(0x00b0_0f20), (26, 2)); // Turin, 1Ah/02h
-        assert_eq!(family_model(0x000a_0671), (6, 167)); // Intel 06h/A7h
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! re-runs itself from a release build where a debug one would measure
 //! nothing.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -24,6 +25,8 @@ mod cost_accuracy;
 #[cfg(target_arch = "x86_64")]
 mod cost_calibrate;
 #[cfg(target_arch = "x86_64")]
+mod cpu;
+#[cfg(target_arch = "x86_64")]
 mod cycles;
 #[cfg(feature = "mpfr")]
 mod exhaustive;
@@ -33,6 +36,14 @@ mod peer;
 mod results;
 #[cfg(target_arch = "x86_64")]
 mod roofline;
+
+/// The workspace's root directory (this crate's parent).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
 
 /// Contributor commands of the Weft workspace.
 #[derive(Parser, Debug, PartialEq, Eq)]

@@ -31,10 +31,7 @@ const PROGRAMS: &[&str] = &["llama-bench", "llama-simple", "llama-quantize"];
 
 /// `target/peer/` of this workspace.
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("target/peer")
+    crate::workspace_root().join("target/peer")
 }
 
 /// The peer's `program` (built by `cargo xtask peer`).

@@ -51,7 +51,7 @@ pub struct Point {
 fn dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .unwrap_or_else(|| crate::workspace_root().join("target"))
         .join("bench-results")
 }
 

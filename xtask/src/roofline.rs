@@ -15,7 +15,6 @@
 //! roofs and the points. Results from another host are skipped, by name.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use plotters::prelude::*;
@@ -32,22 +31,6 @@ const ROUNDS: usize = 9;
 /// Target length of one read sample.
 const SAMPLE_SECS: f64 = 0.02;
 
-/// `family25-model17` from /proc/cpuinfo (`unknown` elsewhere): the name
-/// the SVG is filed under, as PERFORMANCE.md names hosts.
-fn host_slug() -> String {
-    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |key: &str| {
-        text.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
-            .and_then(|l| l.split(':').nth(1))
-            .map(|v| v.trim().to_owned())
-    };
-    match (field("cpu family"), field("model")) {
-        (Some(f), Some(m)) => format!("family{f}-model{m}"),
-        _ => "unknown".to_owned(),
-    }
-}
-
 /// A memory roof: the level, the bytes read, the best loop.
 struct Roof {
     level: &'static str,
@@ -63,9 +46,7 @@ impl Roof {
 
 /// The best read loop over `bytes` of fresh data, one thread.
 fn memory_roof(level: &'static str, bytes: usize) -> Result<Roof, String> {
-    let buf: Vec<u8> = (0..bytes)
-        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
-        .collect();
+    let buf = ceiling::buffer(bytes);
     let loops = ceiling::loops();
     let once = |l: &ceiling::ReadLoop, reps: usize| {
         let t = Instant::now();
@@ -90,14 +71,11 @@ fn memory_roof(level: &'static str, bytes: usize) -> Result<Roof, String> {
     }
     let reads: Vec<Read> = loops
         .iter()
-        .zip(&mut samples)
-        .map(|(l, s)| {
-            s.sort_by(f64::total_cmp);
-            Read {
-                name: l.name().to_owned(),
-                threads: 1,
-                secs: s[s.len() / 2],
-            }
+        .zip(&samples)
+        .map(|(l, s)| Read {
+            name: l.name().to_owned(),
+            threads: 1,
+            secs: crate::cycles::median(s),
         })
         .collect();
     let ceiling = Ceiling::best(&reads, 1).ok_or("roofline: no read loop ran")?;
@@ -124,7 +102,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     let host = Host::detect();
-    let slug = host_slug();
+    let slug = crate::cpu::slug();
     let (fma, fma_work) = peaks::fma(&host)?;
     let (int8, int8_work, int8_what) = peaks::int8(&host)?;
     let fma_gflops = fma_work / peaks::time(&fma, 21) / 1e9;
@@ -195,7 +173,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
 
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/roofline");
+    let dir = crate::workspace_root().join("docs/roofline");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{slug}.svg"));
     draw(

@@ -233,14 +233,15 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
 
 #[cfg(test)]
 mod tests {
-    use weft_gguf::{Gguf, GgufWriter, TensorType, Value};
+    use weft_gguf::{Array, Gguf, GgufWriter, TensorType, Value};
 
     use super::config;
-    use crate::ModelError;
+    use crate::{Model, ModelError};
 
     /// A one-block llama file with only the tensors `config` reads the
-    /// shapes of; `edit` changes the metadata before it is written.
-    fn tiny(edit: impl FnOnce(&mut Vec<(&'static str, Value)>)) -> Gguf {
+    /// shapes of (and a token list, for the reader's counts); `edit`
+    /// changes the metadata before it is written.
+    fn tiny_bytes(edit: impl FnOnce(&mut Vec<(&'static str, Value)>)) -> Vec<u8> {
         let mut meta = vec![
             ("general.architecture", Value::String("llama".into())),
             ("llama.embedding_length", Value::U32(32)),
@@ -251,6 +252,10 @@ mod tests {
             ("llama.vocab_size", Value::U32(8)),
             ("llama.context_length", Value::U32(128)),
             ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+            (
+                "tokenizer.ggml.tokens",
+                Value::Array(Array::String((0..8).map(|i| format!("tok{i}")).collect())),
+            ),
         ];
         edit(&mut meta);
         let mut w = GgufWriter::new();
@@ -277,7 +282,11 @@ mod tests {
             TensorType::F32,
             &f32s(2048),
         );
-        Gguf::from_bytes(w.to_bytes()).expect("the tiny file parses")
+        w.to_bytes()
+    }
+
+    fn tiny(edit: impl FnOnce(&mut Vec<(&'static str, Value)>)) -> Gguf {
+        Gguf::from_bytes(tiny_bytes(edit)).expect("the tiny file parses")
     }
 
     fn set(meta: &mut [(&'static str, Value)], key: &str, v: Value) {
@@ -330,5 +339,102 @@ mod tests {
         let g = tiny(|m| set(m, "llama.context_length", Value::U64(1 << 40)));
         let e = config(&g, 64).expect_err("refused");
         assert!(matches!(e, ModelError::Gguf { .. }), "{e}");
+    }
+
+    // Hostile files through `Model::open`, the path a user's file takes:
+    // each must be refused by name at once, before anything is sized from
+    // its metadata. (The fuzz target `model` keeps looking for more.)
+
+    /// Where `needle` starts in `bytes` (it must occur exactly once).
+    fn find(bytes: &[u8], needle: &[u8]) -> usize {
+        let hits: Vec<usize> = bytes
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(_, w)| *w == needle)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(hits.len(), 1, "{:?}", String::from_utf8_lossy(needle));
+        hits[0]
+    }
+
+    /// `bytes` written to a file of its own; `Model::open`'s error as
+    /// `(name, message)`.
+    fn open_refusal(case: &str, bytes: &[u8]) -> (String, String) {
+        let path =
+            std::env::temp_dir().join(format!("weft-hostile-{}-{case}.gguf", std::process::id()));
+        std::fs::write(&path, bytes).expect("write the hostile file");
+        let r = Model::open(&path, 64);
+        let _ = std::fs::remove_file(&path);
+        match r {
+            Ok(_) => panic!("{case}: a hostile file was accepted"),
+            Err(e) => (e.name().to_owned(), e.to_string()),
+        }
+    }
+
+    #[test]
+    fn a_file_claiming_2_pow_31_blocks_is_a_bad_config_naming_the_key() {
+        let f = tiny_bytes(|m| set(m, "llama.block_count", Value::U32(1 << 31)));
+        let (name, text) = open_refusal("blocks", &f);
+        assert_eq!(name, "bad-config", "{text}");
+        assert!(text.contains("llama.block_count 2147483648"), "{text}");
+    }
+
+    #[test]
+    fn a_file_with_a_vocabulary_of_2_pow_40_is_refused_by_the_keys_type() {
+        // llama.cpp writes the key as uint32; a u32 vocabulary larger than
+        // the embeddings is `a_vocabulary_larger_than_the_embeddings_is_refused`.
+        let f = tiny_bytes(|m| set(m, "llama.vocab_size", Value::U64(1 << 40)));
+        let (name, text) = open_refusal("vocab", &f);
+        assert_eq!(name, "wrong-type", "{text}");
+        assert!(text.contains("llama.vocab_size"), "{text}");
+    }
+
+    #[test]
+    fn a_file_with_a_context_length_of_2_pow_40_is_refused_by_name() {
+        let f = tiny_bytes(|m| set(m, "llama.context_length", Value::U64(1 << 40)));
+        let (name, text) = open_refusal("context", &f);
+        assert_eq!(name, "wrong-type", "{text}");
+        assert!(text.contains("llama.context_length"), "{text}");
+    }
+
+    #[test]
+    fn a_file_with_zero_kv_heads_is_a_bad_config_not_a_division_by_zero() {
+        let f = tiny_bytes(|m| set(m, "llama.attention.head_count_kv", Value::U32(0)));
+        let (name, text) = open_refusal("kv0", &f);
+        assert_eq!(name, "bad-config", "{text}");
+        assert!(text.contains("kv_heads is 0"), "{text}");
+    }
+
+    #[test]
+    fn a_token_array_claiming_2_pow_40_entries_is_refused_before_it_is_allocated() {
+        let mut f = tiny_bytes(|_| {});
+        // the key, then u32 value type 9 (array), u32 element type 8
+        // (string), then the u64 count
+        let key = b"tokenizer.ggml.tokens";
+        let count = find(&f, key) + key.len() + 8;
+        assert_eq!(
+            f[count..count + 8],
+            8u64.to_le_bytes(),
+            "the count is where the format puts it"
+        );
+        f[count..count + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let (name, text) = open_refusal("tokens", &f);
+        assert_eq!(name, "count-too-large", "{text}");
+        assert!(text.contains("1099511627776"), "{text}");
+    }
+
+    #[test]
+    fn a_tensor_of_2_pow_80_elements_is_refused_by_the_reader() {
+        let mut f = tiny_bytes(|_| {});
+        // the name, then u32 n_dims (2), then the dims as u64
+        let key = b"blk.0.ffn_up.weight";
+        let dims = find(&f, key) + key.len() + 4;
+        assert_eq!(f[dims - 4..dims], 2u32.to_le_bytes());
+        assert_eq!(f[dims..dims + 8], 32u64.to_le_bytes());
+        f[dims..dims + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        f[dims + 8..dims + 16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let (name, text) = open_refusal("dims", &f);
+        assert_eq!(name, "shape-overflow", "{text}");
+        assert!(text.contains("blk.0.ffn_up.weight"), "{text}");
     }
 }
