@@ -1,0 +1,355 @@
+//! The arms against the scalar reference, the packing layout, the
+//! argument checks and the registration.
+
+use weft_kernel::{Arm, Host, Kernel, Site};
+
+use crate::arm::{ArmKind, GemmArm};
+use crate::validation::{cases, GemmCase};
+use crate::*;
+
+fn reference_output(case: &GemmCase) -> Vec<f32> {
+    let (m, n, k) = case.shape;
+    let mut c = case.c.0.clone();
+    let a = MatRef {
+        data: &case.a.0[case.a.1..],
+        rows: m,
+        cols: k,
+        ld: case.a.2,
+    };
+    let (b, bo, ldb) = (&case.b.0, case.b.1, case.b.2);
+    reference::gemm(
+        a,
+        |kk, j| b[bo + kk * ldb + j],
+        &mut c[case.c.1..],
+        case.c.2,
+        case.scale,
+        case.rows.clone(),
+        case.cols.clone(),
+    );
+    c
+}
+
+fn site_for(kind: ArmKind, m: usize, n: usize, k: usize) -> Site {
+    let b = vec![0.25f32; k * n];
+    site(m, n, k, BLayout::Rows, kind.packs_b().then_some(&b[..]))
+}
+
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Every arm, on every validation case, gives the scalar reference's bits
+/// (NaNs by class) over the whole C buffer: the rectangle computed as the
+/// contract says, everything outside it untouched.
+#[test]
+fn every_arm_meets_the_reference_on_every_case() {
+    let host = Host::detect();
+    for kind in ArmKind::ALL {
+        let arm = GemmArm(kind);
+        let m = if kind == ArmKind::SmallM { 7 } else { 64 };
+        let offer = arm.offer(&site_for(kind, m, 48, 40), &host).unwrap();
+        let code = arm
+            .build(&offer, weft_managed::arm_build::host_isa())
+            .unwrap();
+        // SAFETY: the arm's body honours the leaf ABI for GemmArgs.
+        let kernel: Kernel<GemmArgs> = unsafe { Kernel::from_native(&code) }.unwrap();
+        for (ci, case) in cases(11, kind.packs_b()).iter().enumerate() {
+            let want = reference_output(case);
+            let mut c = case.c.0.clone();
+            let args = validation_args(case, &mut c);
+            // SAFETY: checked by GemmArgs::new against live buffers.
+            unsafe { kernel.call(&args) };
+            if let Some(i) = (0..c.len()).find(|&i| !same(c[i], want[i])) {
+                panic!(
+                    "{} case {ci} ({:?} rows {:?} cols {:?} scale {:?}): C[{i}] = {:e}, reference {:e}",
+                    kind.name(),
+                    case.shape,
+                    case.rows,
+                    case.cols,
+                    case.scale,
+                    c[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+fn validation_args(case: &GemmCase, c: &mut [f32]) -> GemmArgs {
+    let (m, n, k) = case.shape;
+    let a = MatRef {
+        data: &case.a.0[case.a.1..],
+        rows: m,
+        cols: k,
+        ld: case.a.2,
+    };
+    let b = match &case.packed {
+        Some(p) => BRef::Panels(p),
+        None => BRef::Rows(MatRef {
+            data: &case.b.0[case.b.1..],
+            rows: k,
+            cols: n,
+            ld: case.b.2,
+        }),
+    };
+    GemmArgs::new(
+        a,
+        b,
+        &mut c[case.c.1..],
+        case.c.2,
+        case.scale,
+        case.rows.clone(),
+        case.cols.clone(),
+        case.axis,
+    )
+    .unwrap()
+}
+
+/// Packing puts `(kk, j)` where the layout says, reads an `n × k` B as
+/// its transpose, pads with zeros, and survives a round trip through an
+/// offer's bytes.
+#[test]
+fn panels_hold_b_where_the_layout_says() {
+    let (k, n) = (5, 37);
+    let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
+    let p = PackedB::pack(MatRef::dense(&b, k, n), BLayout::Rows).unwrap();
+    let t: Vec<f32> = (0..n)
+        .flat_map(|j| (0..k).map(move |kk| (kk * n + j) as f32))
+        .collect();
+    let q = PackedB::pack(MatRef::dense(&t, n, k), BLayout::Transposed).unwrap();
+    assert_eq!(p, q);
+    let bytes = p.to_bytes();
+    assert_eq!(bytes.len(), 3 * k * 64);
+    for kk in 0..k {
+        for j in 0..48 {
+            let at = ((j / 16) * k + kk) * 16 + j % 16;
+            let v = f32::from_le_bytes(bytes[4 * at..4 * at + 4].try_into().unwrap());
+            assert_eq!(v, if j < n { (kk * n + j) as f32 } else { 0.0 });
+        }
+    }
+    assert_eq!(PackedB::from_operand(&p.operand(), k, n).unwrap(), p);
+    let wrong = PackedB::from_operand(&p.operand(), k, n + 16).unwrap_err();
+    assert_eq!(wrong.name(), "bad-operand");
+}
+
+/// Short buffers, strides below a row, disagreeing inner dimensions and
+/// rectangles outside C are refused by name, before any body runs.
+#[test]
+fn bad_arguments_are_refused_by_name() {
+    let a = vec![0.0f32; 12];
+    let b = vec![0.0f32; 12];
+    let mut c = vec![0.0f32; 9];
+    let am = MatRef::dense(&a, 3, 4);
+    let bm = MatRef::dense(&b, 4, 3);
+    let ok = GemmArgs::new(
+        am,
+        BRef::Rows(bm),
+        &mut c,
+        3,
+        (1.0, 0.0),
+        0..3,
+        0..3,
+        Axis::M,
+    );
+    assert!(ok.is_ok());
+    let cases: Vec<Result<GemmArgs, weft_kernel::Refusal>> = vec![
+        GemmArgs::new(
+            MatRef::dense(&a, 3, 5),
+            BRef::Rows(bm),
+            &mut c,
+            3,
+            (1.0, 0.0),
+            0..3,
+            0..3,
+            Axis::M,
+        ),
+        GemmArgs::new(
+            am,
+            BRef::Rows(MatRef::dense(&b, 3, 4)),
+            &mut c,
+            4,
+            (1.0, 0.0),
+            0..3,
+            0..3,
+            Axis::M,
+        ),
+        GemmArgs::new(
+            am,
+            BRef::Rows(bm),
+            &mut c,
+            2,
+            (1.0, 0.0),
+            0..3,
+            0..3,
+            Axis::M,
+        ),
+        GemmArgs::new(
+            am,
+            BRef::Rows(bm),
+            &mut c,
+            3,
+            (1.0, 0.0),
+            0..4,
+            0..3,
+            Axis::M,
+        ),
+        GemmArgs::new(
+            am,
+            BRef::Rows(bm),
+            &mut c,
+            3,
+            (1.0, 0.0),
+            0..3,
+            2..1,
+            Axis::N,
+        ),
+        GemmArgs::new(
+            am,
+            BRef::Rows(MatRef {
+                data: &b,
+                rows: 4,
+                cols: 3,
+                ld: 4,
+            }),
+            &mut c,
+            3,
+            (1.0, 0.0),
+            0..3,
+            0..3,
+            Axis::M,
+        ),
+    ];
+    for (i, r) in cases.into_iter().enumerate() {
+        assert_eq!(r.unwrap_err().name(), "bad-operand", "case {i}");
+    }
+}
+
+/// Arms refuse what they cannot serve, by name: the direct arm an `n × k`
+/// B, the packing arms a site without B or with a B of the wrong size,
+/// small_m more than eight rows, anyone an empty C or a bad `bt`.
+#[test]
+fn arms_refuse_sites_they_cannot_serve() {
+    let host = Host::detect();
+    let b = vec![1.0f32; 6 * 4];
+    let t = site(4, 6, 4, BLayout::Transposed, Some(&b));
+    assert_eq!(
+        GemmArm(ArmKind::Direct)
+            .offer(&t, &host)
+            .unwrap_err()
+            .name(),
+        "unsupported-geometry"
+    );
+    assert!(GemmArm(ArmKind::Panels).offer(&t, &host).is_ok());
+    let bare = site(4, 6, 4, BLayout::Rows, None);
+    assert_eq!(
+        GemmArm(ArmKind::Panels)
+            .offer(&bare, &host)
+            .unwrap_err()
+            .name(),
+        "bad-operand"
+    );
+    let short = site(4, 6, 5, BLayout::Rows, Some(&b));
+    assert_eq!(
+        GemmArm(ArmKind::SmallM)
+            .offer(&short, &host)
+            .unwrap_err()
+            .name(),
+        "bad-operand"
+    );
+    let tall = site(9, 6, 4, BLayout::Rows, Some(&b));
+    assert_eq!(
+        GemmArm(ArmKind::SmallM)
+            .offer(&tall, &host)
+            .unwrap_err()
+            .name(),
+        "unsupported-geometry"
+    );
+    let empty = site(0, 6, 4, BLayout::Rows, None);
+    assert_eq!(
+        GemmArm(ArmKind::Direct)
+            .offer(&empty, &host)
+            .unwrap_err()
+            .name(),
+        "unsupported-geometry"
+    );
+    let mut odd = site(4, 6, 4, BLayout::Rows, None);
+    odd.geometry.set("bt", 2);
+    assert_eq!(
+        GemmArm(ArmKind::Direct)
+            .offer(&odd, &host)
+            .unwrap_err()
+            .name(),
+        "unsupported-geometry"
+    );
+}
+
+/// Splitting a call over member views (either axis) gives the unsplit
+/// call's bits: each output is the same sequence of operations.
+#[test]
+fn split_calls_give_the_unsplit_bits() {
+    let host = Host::detect();
+    let (m, n, k) = (70, 90, 300);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 104_729) % 997) as f32 / 91.0 - 5.0)
+        .collect();
+    for kind in [ArmKind::Direct, ArmKind::Panels] {
+        let arm = GemmArm(kind);
+        let offer = arm
+            .offer(&site(m, n, k, BLayout::Rows, Some(&b)), &host)
+            .unwrap();
+        let code = arm
+            .build(&offer, weft_managed::arm_build::host_isa())
+            .unwrap();
+        // SAFETY: the arm's body honours the leaf ABI for GemmArgs.
+        let kernel: Kernel<GemmArgs> = unsafe { Kernel::from_native(&code) }.unwrap();
+        let ops = SiteOperands::new(offer.packed.first(), offer.views.as_ref(), k, n).unwrap();
+        let mut whole = vec![0.0f32; m * n];
+        let args = ops
+            .args(
+                MatRef::dense(&a, m, k),
+                Some(MatRef::dense(&b, k, n)),
+                &mut whole,
+                n,
+                (1.0, 0.0),
+            )
+            .unwrap();
+        // SAFETY: checked against live buffers.
+        unsafe { kernel.call(&args) };
+        for axis in [Axis::M, Axis::N] {
+            let mut parts = vec![0.0f32; m * n];
+            let mut args = ops
+                .args(
+                    MatRef::dense(&a, m, k),
+                    Some(MatRef::dense(&b, k, n)),
+                    &mut parts,
+                    n,
+                    (1.0, 0.0),
+                )
+                .unwrap();
+            args.axis = axis as u64;
+            let views = weft_kernel::MemberViews {
+                axis: if axis == Axis::M { "m" } else { "n" }.to_owned(),
+                extent: if axis == Axis::M { m } else { n } as u64,
+                granule: if axis == Axis::M {
+                    M_GRANULE
+                } else {
+                    N_GRANULE
+                },
+            };
+            for r in views.split(3) {
+                // SAFETY: a restricted copy of checked arguments.
+                unsafe { kernel.call(&weft_kernel::KernelArgs::restrict(&args, r)) };
+            }
+            assert!(
+                whole
+                    .iter()
+                    .zip(&parts)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{kind:?} {axis:?}"
+            );
+        }
+    }
+}
