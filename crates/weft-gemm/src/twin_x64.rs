@@ -1,12 +1,588 @@
-//! x64 twins of the `f32.gemm` arms (being written).
+//! x64 twins of the `f32.gemm` arms: the same offer (layout, views), the
+//! body emitted through weft-x64 with AVX-512.
+//!
+//! One emitter serves every arm; a twin is an arm kind, a register tile of
+//! `rows × 16·vectors` and the host's calling convention:
+//!
+//! - **Tile**: `rows · vectors ≤ 24` zmm accumulators (12 × 32 and
+//!   6 × 64 for `direct` and `panels`, 8 × 32 and 4 × 64 for `small_m`),
+//!   `vectors` zmm of B per `k` step, and each row's A element broadcast
+//!   by its own `vbroadcastss` into a rotating register, then FMAs from
+//!   registers. Folding the broadcast into the FMA (`dword_bcst`) was
+//!   measured 17% slower on a Golden Cove-class host: rows past the first
+//!   of each group of four address A with an index register, and an
+//!   indexed three-operand FMA is un-laminated into two uops.
+//! - **α**: when `α = 1` (bit pattern `0x3f800000`) the multiply is
+//!   skipped (exact: `1 ⊗ a = a` for every non-NaN `a`); otherwise each
+//!   broadcast is multiplied by α first, in a second copy of the body.
+//! - **Edges by masks**: column tiles start at `n_start` (rows layout) or
+//!   at its panel boundary (panels, so a zmm is one panel line); each
+//!   vector's opmask keeps the columns inside `n_start..n_end`. Masked
+//!   loads of B and C suppress faults and give `+0.0` in masked lanes,
+//!   whose accumulators are never stored. Rows left over after full tiles
+//!   run as tiles of 8, 4, 2 and 1 rows (each at most once).
+//! - **k blocks** of [`KC_X64`]: the first block starts the accumulators
+//!   from `β ⊗ C` (`+0.0`, C unread, when `β = 0`), later ones from C
+//!   itself (`1.0 ⊗ C`, exact), as the arm does.
+//!
+//! Loop order: `k` blocks, row tiles, column tiles, `k`. A tile's A rows
+//! (`rows × KC_X64` floats) stay in L1 while its column tiles walk B's
+//! block, which stays in L2.
+//!
+//! Frame: SysV or Win64 ([`GemmX64::with_abi`]); the argument pointer is
+//! kept in `rdi`; `rbx`, `rbp`, `r12`–`r15` (and on Win64 `rdi`, `rsi`,
+//! `xmm6`–`xmm15`) are saved; 64 bytes of stack hold the loop state.
 
 use std::sync::Arc;
 
-use weft_kernel::Twin;
+use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
+use weft_x64::iced_x86::code_asm::{
+    cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r11, r12, r13, r14, r15,
+    r8, r9, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, zmmword_ptr, AsmMemoryOperand,
+    AsmRegister64, AsmRegisterZmm, CodeLabel,
+};
+use weft_x64::regs::ZMM;
+use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use crate::arm::ArmKind;
+use crate::arm::{nest, ArmKind};
+use crate::{dims, offsets, ARGS_NAME, FAMILY};
+
+/// The twins' `k` block.
+pub const KC_X64: u64 = 256;
+
+/// Features every twin here needs: AVX-512F (zmm, opmasks, embedded
+/// broadcasts, FMA on zmm) and AVX (the frame's `vzeroupper`).
+const FEATURES: &[Feature] = &[Feature::Avx, Feature::Fma, Feature::Avx512f];
+
+/// One x64 twin: an arm kind, a tile and a calling convention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmX64 {
+    kind: ArmKind,
+    rows: u8,
+    vectors: u8,
+    abi: Abi,
+}
+
+impl GemmX64 {
+    /// The twin of `kind` with `rows × 16·vectors` tiles (refused at emit
+    /// time unless `1 ≤ vectors ≤ 4`, `1 ≤ rows ≤ 12` and
+    /// `rows · vectors ≤ 24`), for the host's calling convention.
+    pub const fn new(kind: ArmKind, rows: u8, vectors: u8) -> GemmX64 {
+        GemmX64 {
+            kind,
+            rows,
+            vectors,
+            abi: Abi::host(),
+        }
+    }
+
+    /// The same twin for another calling convention (tests call a Win64
+    /// body on Linux through `extern "win64"`).
+    pub const fn with_abi(self, abi: Abi) -> GemmX64 {
+        GemmX64 { abi, ..self }
+    }
+
+    /// Its register tile: rows, and zmm vectors per row.
+    pub fn tile(&self) -> (usize, usize) {
+        (self.rows as usize, self.vectors as usize)
+    }
+
+    fn check(&self) -> Result<(), Refusal> {
+        let (r, v) = self.tile();
+        if !(1..=4).contains(&v) || !(1..=12).contains(&r) || r * v > 24 {
+            return Err(Refusal::EmitError {
+                message: format!("{}: no {r} × {v}-vector tile", self.name()),
+            });
+        }
+        Ok(())
+    }
+}
 
 /// The x64 twins of `kind`'s offer.
-pub fn twins(_kind: ArmKind) -> Vec<Arc<dyn Twin>> {
-    Vec::new()
+pub fn twins(kind: ArmKind) -> Vec<Arc<dyn Twin>> {
+    let tiles: &[(u8, u8)] = match kind {
+        ArmKind::Direct | ArmKind::Panels => &[(12, 2), (6, 4)],
+        ArmKind::SmallM => &[(8, 2), (4, 4)],
+    };
+    tiles
+        .iter()
+        .map(|&(r, v)| Arc::new(GemmX64::new(kind, r, v)) as Arc<dyn Twin>)
+        .collect()
+}
+
+// SAFETY: the body reads A's rows of the rectangle (k elements each), B's
+// columns of the rectangle (masked past n), C inside the rectangle, and
+// writes only C inside the rectangle (masked stores); it returns
+// normally (module docs). Validation checks its results against the arm.
+unsafe impl Twin for GemmX64 {
+    fn name(&self) -> &'static str {
+        use ArmKind::*;
+        match (self.kind, self.rows, self.vectors) {
+            (Direct, 12, 2) => "f32.gemm.twin.avx512.direct.12x32",
+            (Direct, 6, 4) => "f32.gemm.twin.avx512.direct.6x64",
+            (Panels, 12, 2) => "f32.gemm.twin.avx512.panels.12x32",
+            (Panels, 6, 4) => "f32.gemm.twin.avx512.panels.6x64",
+            (SmallM, 8, 2) => "f32.gemm.twin.avx512.small_m.8x32",
+            (SmallM, 4, 4) => "f32.gemm.twin.avx512.small_m.4x64",
+            _ => "f32.gemm.twin.avx512.custom",
+        }
+    }
+
+    fn isa(&self) -> Isa {
+        Isa::X86_64
+    }
+
+    fn requires(&self) -> &'static [Feature] {
+        FEATURES
+    }
+
+    fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
+        if offer.contract.family != FAMILY || offer.contract.args != ARGS_NAME {
+            return Err(Refusal::UnsupportedGeometry {
+                reason: format!(
+                    "{} serves {FAMILY} with {ARGS_NAME}, not {} with {}",
+                    self.name(),
+                    offer.contract.family,
+                    offer.contract.args
+                ),
+            });
+        }
+        if self.kind.packs_b() != offer.packed.iter().any(|p| p.name == "b") {
+            return Err(Refusal::UnknownLayout {
+                layout: format!("{}: the offer's B is not what this twin reads", self.name()),
+            });
+        }
+        self.check()?;
+        let (emitted, head, back) = emit(self.kind, self.tile(), self.abi).map_err(|e| {
+            Refusal::EmitError {
+                message: format!("{}: {e}", self.name()),
+            }
+        })?;
+        let mut loops = Vec::new();
+        if let (Some(head), Some(back_edge)) =
+            (emitted.label_offset(&head), emitted.label_offset(&back))
+        {
+            loops.push(LoopAnnotation {
+                name: "k".to_owned(),
+                head,
+                back_edge,
+            });
+        }
+        Ok(NativeCode {
+            isa: Isa::X86_64,
+            bytes: emitted.bytes,
+            pool: None,
+            loops,
+        })
+    }
+
+    fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
+        match dims(&offer.contract.geometry) {
+            Ok((m, n, k, _)) => {
+                let (r, v) = self.tile();
+                nest(m, n, k, (r, 4 * v), KC_X64)
+            }
+            Err(_) => offer.loops.clone(),
+        }
+    }
+}
+
+// Registers held across the body.
+const ARGS: AsmRegister64 = rdi;
+const PB: AsmRegister64 = rsi;
+const PA: [AsmRegister64; 3] = [r8, r9, r10];
+const LDA4: AsmRegister64 = r11;
+const LDA12: AsmRegister64 = r12;
+const VSTRIDE: AsmRegister64 = r13;
+const VSTRIDE3: AsmRegister64 = r14;
+const BSTEP: AsmRegister64 = r15;
+const ROW: AsmRegister64 = rbx;
+const COL: AsmRegister64 = rbp;
+
+// Stack slots (qwords from rsp).
+const S_KB: i32 = 0;
+const S_KC: i32 = 8;
+const S_USE_C: i32 = 16;
+const S_SCALE: i32 = 24;
+const S_COL0: i32 = 32;
+const FRAME: i32 = 64;
+
+/// A zmm with vector `v`'s opmask (k1..k4), zeroing.
+fn masked_z(z: AsmRegisterZmm, v: usize) -> AsmRegisterZmm {
+    [z.k1(), z.k2(), z.k3(), z.k4()][v].z()
+}
+
+/// A memory operand with vector `v`'s opmask (a masked store).
+fn masked_m(m: AsmMemoryOperand, v: usize) -> AsmMemoryOperand {
+    [m.k1(), m.k2(), m.k3(), m.k4()][v]
+}
+
+/// Registers of a tile: accumulators `0..rows·vectors` (≤ 24), B's
+/// vectors from 24, the broadcasts of A in the rest below 30 (rotating, so
+/// consecutive rows' loads do not wait on one register), α in 30 and the
+/// first k block's scale in 31.
+struct Zregs {
+    vectors: usize,
+}
+
+impl Zregs {
+    fn acc(&self, r: usize, v: usize) -> AsmRegisterZmm {
+        ZMM[r * self.vectors + v]
+    }
+    fn b(&self, v: usize) -> AsmRegisterZmm {
+        ZMM[24 + v]
+    }
+    fn t(&self, r: usize) -> AsmRegisterZmm {
+        ZMM[24 + self.vectors + r % (6 - self.vectors)]
+    }
+    fn alpha(&self) -> AsmRegisterZmm {
+        ZMM[30]
+    }
+    fn scale(&self) -> AsmRegisterZmm {
+        ZMM[31]
+    }
+}
+
+/// A's element `kk` of tile row `r` (the row pointers advance with `kk`).
+fn a_elem(r: usize) -> AsmMemoryOperand {
+    let base = PA[r / 4];
+    match r % 4 {
+        0 => dword_ptr(base),
+        1 => dword_ptr(base + LDA4),
+        2 => dword_ptr(base + LDA4 * 2),
+        _ => dword_ptr(base + LDA12),
+    }
+}
+
+/// B's vector `v` at the current `k` step.
+fn b_vec(v: usize) -> AsmMemoryOperand {
+    match v {
+        0 => zmmword_ptr(PB),
+        1 => zmmword_ptr(PB + VSTRIDE),
+        2 => zmmword_ptr(PB + VSTRIDE * 2),
+        _ => zmmword_ptr(PB + VSTRIDE3),
+    }
+}
+
+/// Opmasks k1..k`vectors` for the column tile at `COL`: vector `v` keeps
+/// columns `c` of `COL + 16v ..+16` with `n_start ≤ c < n_end`.
+fn masks(e: &mut Emitter, vectors: usize) -> Result<(), EmitError> {
+    let a = e.asm();
+    for v in 0..vectors {
+        // hi = clamp(n_end - c0, 0, 16), lo = clamp(n_start - c0, 0, 16)
+        for (reg, field) in [(rax, offsets::N_END), (rdx, offsets::N_START)] {
+            a.mov(reg, qword_ptr(ARGS + field))?;
+            a.sub(reg, COL)?;
+            a.sub(reg, 16 * v as i32)?;
+            a.xor(ecx, ecx)?;
+            a.test(reg, reg)?;
+            a.cmovl(reg, rcx)?;
+            a.mov(ecx, 16)?;
+            a.cmp(reg, rcx)?;
+            a.cmovg(reg, rcx)?;
+        }
+        // mask = ((1 << hi) - 1) & !((1 << lo) - 1)
+        a.mov(ecx, eax)?;
+        a.mov(eax, 1)?;
+        a.shl(rax, cl)?;
+        a.dec(rax)?;
+        a.mov(ecx, edx)?;
+        a.mov(edx, 1)?;
+        a.shl(rdx, cl)?;
+        a.dec(rdx)?;
+        a.not(rdx)?;
+        a.and(rax, rdx)?;
+        let k = [k1, k2, k3, k4][v];
+        a.kmovw(k, eax)?;
+    }
+    Ok(())
+}
+
+/// One tile of `rows` rows at (`ROW`, `COL`): initialise, run the k block,
+/// store. Returns the k loop's head and back-edge labels.
+fn tile(
+    e: &mut Emitter,
+    kind: ArmKind,
+    rows: usize,
+    vectors: usize,
+    alpha_one: bool,
+) -> Result<(CodeLabel, CodeLabel), EmitError> {
+    let z = Zregs { vectors };
+    let mut zero_init = e.create_label();
+    let mut loaded = e.create_label();
+    // C's tile pointer: c + ROW·ldc·4 + COL·4, in rax.
+    let c_tile = |e: &mut Emitter| -> Result<(), EmitError> {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(ARGS + offsets::LDC))?;
+        a.imul_2(rax, ROW)?;
+        a.add(rax, COL)?;
+        a.shl(rax, 2)?;
+        a.add(rax, qword_ptr(ARGS + offsets::C))?;
+        a.mov(rdx, qword_ptr(ARGS + offsets::LDC))?;
+        a.shl(rdx, 2)?;
+        Ok(())
+    };
+    e.asm().cmp(qword_ptr(rsp + S_USE_C), 0)?;
+    e.asm().je(zero_init)?;
+    c_tile(e)?;
+    for r in 0..rows {
+        for v in 0..vectors {
+            e.asm()
+                .vmulps(masked_z(z.acc(r, v), v), z.scale(), zmmword_ptr(rax + 64 * v as i32))?;
+        }
+        if r + 1 < rows {
+            e.asm().add(rax, rdx)?;
+        }
+    }
+    e.asm().jmp(loaded)?;
+    e.set_label(&mut zero_init)?;
+    for r in 0..rows {
+        for v in 0..vectors {
+            let acc = z.acc(r, v);
+            e.asm().vpxord(acc, acc, acc)?;
+        }
+    }
+    e.set_label(&mut loaded)?;
+
+    // A's rows: a + ROW·lda·4 + kb·4, then +4·lda4 per group of four rows.
+    {
+        let a = e.asm();
+        a.mov(PA[0], ROW)?;
+        a.imul_2(PA[0], LDA4)?;
+        a.mov(rax, qword_ptr(rsp + S_KB))?;
+        a.lea(PA[0], qword_ptr(PA[0] + rax * 4))?;
+        a.add(PA[0], qword_ptr(ARGS + offsets::A))?;
+        if rows > 4 {
+            a.lea(PA[1], qword_ptr(PA[0] + LDA4 * 4))?;
+        }
+        if rows > 8 {
+            a.lea(PA[2], qword_ptr(PA[1] + LDA4 * 4))?;
+        }
+        // B at (kb, COL).
+        if kind.packs_b() {
+            // ((COL / 16) · k + kb) · 64
+            a.mov(PB, COL)?;
+            a.shr(PB, 4)?;
+            a.imul_2(PB, qword_ptr(ARGS + offsets::K))?;
+            a.add(PB, rax)?;
+            a.shl(PB, 6)?;
+        } else {
+            // (kb · ldb + COL) · 4
+            a.mov(PB, rax)?;
+            a.imul_2(PB, qword_ptr(ARGS + offsets::LDB))?;
+            a.add(PB, COL)?;
+            a.shl(PB, 2)?;
+        }
+        a.add(PB, qword_ptr(ARGS + offsets::B))?;
+        a.mov(rcx, qword_ptr(rsp + S_KC))?;
+    }
+    let mut head = e.create_label();
+    let mut back = e.create_label();
+    let mut done = e.create_label();
+    e.asm().test(rcx, rcx)?;
+    e.asm().je(done)?;
+    e.set_label(&mut head)?;
+    {
+        let a = e.asm();
+        for v in 0..vectors {
+            a.vmovups(masked_z(z.b(v), v), b_vec(v))?;
+        }
+        for r in 0..rows {
+            let t = z.t(r);
+            a.vbroadcastss(t, a_elem(r))?;
+            if !alpha_one {
+                a.vmulps(t, t, z.alpha())?;
+            }
+            for v in 0..vectors {
+                a.vfmadd231ps(z.acc(r, v), z.b(v), t)?;
+            }
+        }
+        for pa in PA.iter().take(rows.div_ceil(4)) {
+            a.add(*pa, 4)?;
+        }
+        a.add(PB, BSTEP)?;
+        a.dec(rcx)?;
+    }
+    e.set_label(&mut back)?;
+    e.asm().jne(head)?;
+    e.set_label(&mut done)?;
+
+    c_tile(e)?;
+    for r in 0..rows {
+        for v in 0..vectors {
+            e.asm()
+                .vmovups(masked_m(zmmword_ptr(rax + 64 * v as i32), v), z.acc(r, v))?;
+        }
+        if r + 1 < rows {
+            e.asm().add(rax, rdx)?;
+        }
+    }
+    Ok((head, back))
+}
+
+/// The column tiles of one row tile of `rows` rows at `ROW`.
+fn column_sweep(
+    e: &mut Emitter,
+    kind: ArmKind,
+    rows: usize,
+    vectors: usize,
+    alpha_one: bool,
+) -> Result<(CodeLabel, CodeLabel), EmitError> {
+    let mut top = e.create_label();
+    let mut done = e.create_label();
+    e.asm().mov(COL, qword_ptr(rsp + S_COL0))?;
+    e.set_label(&mut top)?;
+    e.asm().cmp(COL, qword_ptr(ARGS + offsets::N_END))?;
+    e.asm().jae(done)?;
+    masks(e, vectors)?;
+    let labels = tile(e, kind, rows, vectors, alpha_one)?;
+    e.asm().add(COL, 16 * vectors as i32)?;
+    e.asm().jmp(top)?;
+    e.set_label(&mut done)?;
+    Ok(labels)
+}
+
+/// The body for one α mode: k blocks, row tiles (full, then 8/4/2/1),
+/// column sweeps.
+fn body(
+    e: &mut Emitter,
+    kind: ArmKind,
+    (rows, vectors): (usize, usize),
+    alpha_one: bool,
+    exit: CodeLabel,
+) -> Result<(CodeLabel, CodeLabel), EmitError> {
+    let z = Zregs { vectors };
+    let mut kb_top = e.create_label();
+    let mut later = e.create_label();
+    let mut scaled = e.create_label();
+    e.asm().mov(qword_ptr(rsp + S_KB), 0)?;
+    e.set_label(&mut kb_top)?;
+    {
+        let a = e.asm();
+        // kc = min(k - kb, KC_X64)
+        a.mov(rax, qword_ptr(ARGS + offsets::K))?;
+        a.sub(rax, qword_ptr(rsp + S_KB))?;
+        a.mov(ecx, KC_X64 as u32)?;
+        a.cmp(rax, rcx)?;
+        a.cmova(rax, rcx)?;
+        a.mov(qword_ptr(rsp + S_KC), rax)?;
+        // First block: scale β, use C iff β ≠ 0. Later: scale 1, use C.
+        a.cmp(qword_ptr(rsp + S_KB), 0)?;
+        a.jne(later)?;
+        a.mov(eax, dword_ptr(ARGS + offsets::BETA))?;
+        a.mov(dword_ptr(rsp + S_SCALE), eax)?;
+        a.and(eax, 0x7fff_ffff)?;
+        a.mov(qword_ptr(rsp + S_USE_C), rax)?;
+        a.jmp(scaled)?;
+    }
+    e.set_label(&mut later)?;
+    e.asm().mov(dword_ptr(rsp + S_SCALE), 0x3f80_0000)?;
+    e.asm().mov(qword_ptr(rsp + S_USE_C), 1)?;
+    e.set_label(&mut scaled)?;
+    e.asm().vbroadcastss(z.scale(), dword_ptr(rsp + S_SCALE))?;
+    e.asm().mov(ROW, qword_ptr(ARGS + offsets::M_START))?;
+
+    // Full row tiles.
+    let mut rtop = e.create_label();
+    let mut rdone = e.create_label();
+    e.set_label(&mut rtop)?;
+    e.asm().mov(rax, qword_ptr(ARGS + offsets::M_END))?;
+    e.asm().sub(rax, ROW)?;
+    e.asm().cmp(rax, rows as i32)?;
+    e.asm().jb(rdone)?;
+    let labels = column_sweep(e, kind, rows, vectors, alpha_one)?;
+    e.asm().add(ROW, rows as i32)?;
+    e.asm().jmp(rtop)?;
+    e.set_label(&mut rdone)?;
+    // Leftover rows: 8, 4, 2, 1 (each at most once: fewer than `rows` ≤ 12 remain).
+    for h in [8usize, 4, 2, 1] {
+        if h >= rows {
+            continue;
+        }
+        let mut skip = e.create_label();
+        e.asm().mov(rax, qword_ptr(ARGS + offsets::M_END))?;
+        e.asm().sub(rax, ROW)?;
+        e.asm().cmp(rax, h as i32)?;
+        e.asm().jb(skip)?;
+        column_sweep(e, kind, h, vectors, alpha_one)?;
+        e.asm().add(ROW, h as i32)?;
+        e.set_label(&mut skip)?;
+    }
+    // Next k block (a do-while: k = 0 runs one block of depth 0).
+    let a = e.asm();
+    a.mov(rax, qword_ptr(rsp + S_KB))?;
+    a.add(rax, KC_X64 as i32)?;
+    a.mov(qword_ptr(rsp + S_KB), rax)?;
+    a.cmp(rax, qword_ptr(ARGS + offsets::K))?;
+    a.jb(kb_top)?;
+    a.jmp(exit)?;
+    Ok(labels)
+}
+
+fn emit(
+    kind: ArmKind,
+    tile: (usize, usize),
+    abi: Abi,
+) -> Result<(weft_x64::Emitted, CodeLabel, CodeLabel), EmitError> {
+    let mut e = Emitter::new(abi)?;
+    let mut clobbers = Clobbers::none()
+        .with(rdi)
+        .with(rsi)
+        .with(rbx)
+        .with(rbp)
+        .with(r12)
+        .with(r13)
+        .with(r14)
+        .with(r15);
+    for z in ZMM {
+        clobbers = clobbers.with(z);
+    }
+    e.prologue(clobbers)?;
+    if e.args_reg() != ARGS {
+        let from = e.args_reg();
+        e.asm().mov(ARGS, from)?;
+    }
+    e.asm().sub(rsp, FRAME)?;
+    let mut exit = e.create_label();
+    let mut general = e.create_label();
+    let (_, vectors) = tile;
+    {
+        let a = e.asm();
+        // An empty rectangle reads and writes nothing.
+        a.mov(rax, qword_ptr(ARGS + offsets::M_START))?;
+        a.cmp(rax, qword_ptr(ARGS + offsets::M_END))?;
+        a.jae(exit)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::N_START))?;
+        a.cmp(rax, qword_ptr(ARGS + offsets::N_END))?;
+        a.jae(exit)?;
+        // Column tiles start at n_start, or its panel's first column.
+        if kind.packs_b() {
+            a.and(rax, -16)?;
+        }
+        a.mov(qword_ptr(rsp + S_COL0), rax)?;
+        a.mov(LDA4, qword_ptr(ARGS + offsets::LDA))?;
+        a.shl(LDA4, 2)?;
+        a.lea(LDA12, qword_ptr(LDA4 + LDA4 * 2))?;
+        if kind.packs_b() {
+            // A zmm is one panel line: vectors are panels, k · 64 bytes apart.
+            a.mov(VSTRIDE, qword_ptr(ARGS + offsets::K))?;
+            a.shl(VSTRIDE, 6)?;
+            a.mov(BSTEP, 64u64)?;
+        } else {
+            a.mov(VSTRIDE, 64u64)?;
+            a.mov(BSTEP, qword_ptr(ARGS + offsets::LDB))?;
+            a.shl(BSTEP, 2)?;
+        }
+        a.lea(VSTRIDE3, qword_ptr(VSTRIDE + VSTRIDE * 2))?;
+        a.vbroadcastss(Zregs { vectors }.alpha(), dword_ptr(ARGS + offsets::ALPHA))?;
+        a.cmp(dword_ptr(ARGS + offsets::ALPHA), 0x3f80_0000)?;
+        a.jne(general)?;
+    }
+    let (head, back) = body(&mut e, kind, tile, true, exit)?;
+    e.set_label(&mut general)?;
+    body(&mut e, kind, tile, false, exit)?;
+    e.set_label(&mut exit)?;
+    e.asm().add(rsp, FRAME)?;
+    e.epilogue()?;
+    Ok((e.finish()?, head, back))
 }
