@@ -25,9 +25,9 @@
 //!   from `β ⊗ C` (`+0.0`, C unread, when `β = 0`), later ones from C
 //!   itself (`1.0 ⊗ C`, exact), as the arm does.
 //!
-//! Loop order: `k` blocks, row tiles, column tiles, `k`. A tile's A rows
-//! (`rows × KC_X64` floats) stay in L1 while its column tiles walk B's
-//! block, which stays in L2.
+//! Loop order: `k` blocks, column blocks of [`NC_X64`], row tiles, column
+//! tiles, `k`. A tile's A rows (`rows × KC_X64` floats) stay in L1 while
+//! its column tiles walk B's `KC_X64 × NC_X64` block, which stays in L2.
 //!
 //! Frame: SysV or Win64 ([`GemmX64::with_abi`]); the argument pointer is
 //! kept in `rdi`; `rbx`, `rbp`, `r12`–`r15` (and on Win64 `rdi`, `rsi`,
@@ -37,9 +37,9 @@ use std::sync::Arc;
 
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
-    cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r11, r12, r13, r14, r15,
-    r8, r9, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, zmmword_ptr, AsmMemoryOperand,
-    AsmRegister64, AsmRegisterZmm, CodeLabel,
+    cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9,
+    rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, zmmword_ptr, AsmMemoryOperand, AsmRegister64,
+    AsmRegisterZmm, CodeLabel,
 };
 use weft_x64::regs::ZMM;
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
@@ -49,6 +49,11 @@ use crate::{dims, offsets, ARGS_NAME, FAMILY};
 
 /// The twins' `k` block.
 pub const KC_X64: u64 = 256;
+
+/// The twins' column block: a `KC_X64 × NC_X64` block of B is 1 MiB, half
+/// an L2 of 2 MiB, so it stays there while every row tile walks it (a
+/// multiple of every tile's width).
+pub const NC_X64: u64 = 1024;
 
 /// Features every twin here needs: AVX-512F (zmm, opmasks, embedded
 /// broadcasts, FMA on zmm) and AVX (the frame's `vzeroupper`).
@@ -153,11 +158,10 @@ unsafe impl Twin for GemmX64 {
             });
         }
         self.check()?;
-        let (emitted, head, back) = emit(self.kind, self.tile(), self.abi).map_err(|e| {
-            Refusal::EmitError {
+        let (emitted, head, back) =
+            emit(self.kind, self.tile(), self.abi).map_err(|e| Refusal::EmitError {
                 message: format!("{}: {e}", self.name()),
-            }
-        })?;
+            })?;
         let mut loops = Vec::new();
         if let (Some(head), Some(back_edge)) =
             (emitted.label_offset(&head), emitted.label_offset(&back))
@@ -205,6 +209,8 @@ const S_KC: i32 = 8;
 const S_USE_C: i32 = 16;
 const S_SCALE: i32 = 24;
 const S_COL0: i32 = 32;
+const S_JB: i32 = 40;
+const S_JEND: i32 = 48;
 const FRAME: i32 = 64;
 
 /// A zmm with vector `v`'s opmask (k1..k4), zeroing.
@@ -327,8 +333,11 @@ fn tile(
     c_tile(e)?;
     for r in 0..rows {
         for v in 0..vectors {
-            e.asm()
-                .vmulps(masked_z(z.acc(r, v), v), z.scale(), zmmword_ptr(rax + 64 * v as i32))?;
+            e.asm().vmulps(
+                masked_z(z.acc(r, v), v),
+                z.scale(),
+                zmmword_ptr(rax + 64 * v as i32),
+            )?;
         }
         if r + 1 < rows {
             e.asm().add(rax, rdx)?;
@@ -430,9 +439,9 @@ fn column_sweep(
 ) -> Result<(CodeLabel, CodeLabel), EmitError> {
     let mut top = e.create_label();
     let mut done = e.create_label();
-    e.asm().mov(COL, qword_ptr(rsp + S_COL0))?;
+    e.asm().mov(COL, qword_ptr(rsp + S_JB))?;
     e.set_label(&mut top)?;
-    e.asm().cmp(COL, qword_ptr(ARGS + offsets::N_END))?;
+    e.asm().cmp(COL, qword_ptr(rsp + S_JEND))?;
     e.asm().jae(done)?;
     masks(e, vectors)?;
     let labels = tile(e, kind, rows, vectors, alpha_one)?;
@@ -480,7 +489,21 @@ fn body(
     e.asm().mov(qword_ptr(rsp + S_USE_C), 1)?;
     e.set_label(&mut scaled)?;
     e.asm().vbroadcastss(z.scale(), dword_ptr(rsp + S_SCALE))?;
-    e.asm().mov(ROW, qword_ptr(ARGS + offsets::M_START))?;
+    // Column blocks of NC_X64 from the first tile's column.
+    let mut jb_top = e.create_label();
+    e.asm().mov(rax, qword_ptr(rsp + S_COL0))?;
+    e.asm().mov(qword_ptr(rsp + S_JB), rax)?;
+    e.set_label(&mut jb_top)?;
+    {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(rsp + S_JB))?;
+        a.add(rax, NC_X64 as i32)?;
+        a.mov(rcx, qword_ptr(ARGS + offsets::N_END))?;
+        a.cmp(rax, rcx)?;
+        a.cmova(rax, rcx)?;
+        a.mov(qword_ptr(rsp + S_JEND), rax)?;
+        a.mov(ROW, qword_ptr(ARGS + offsets::M_START))?;
+    }
 
     // Full row tiles.
     let mut rtop = e.create_label();
@@ -508,8 +531,13 @@ fn body(
         e.asm().add(ROW, h as i32)?;
         e.set_label(&mut skip)?;
     }
-    // Next k block (a do-while: k = 0 runs one block of depth 0).
+    // Next column block.
     let a = e.asm();
+    a.mov(rax, qword_ptr(rsp + S_JEND))?;
+    a.mov(qword_ptr(rsp + S_JB), rax)?;
+    a.cmp(rax, qword_ptr(ARGS + offsets::N_END))?;
+    a.jb(jb_top)?;
+    // Next k block (a do-while: k = 0 runs one block of depth 0).
     a.mov(rax, qword_ptr(rsp + S_KB))?;
     a.add(rax, KC_X64 as i32)?;
     a.mov(qword_ptr(rsp + S_KB), rax)?;
