@@ -113,21 +113,36 @@ pub fn views(kind: ArmKind, m: u64, n: u64) -> MemberViews {
     }
 }
 
-/// The loop nest of a body with `mr × 4·nv` tiles and `kc`-deep `k`
-/// blocks at `m × n × k`, outermost first (full tiles' trip counts).
-pub fn nest(m: u64, n: u64, k: u64, (mr, nv): (usize, usize), kc: u64) -> Vec<LoopTrip> {
+/// The loop nest of the arm `kind` with `mr × 4·nv` tiles at `m × n × k`,
+/// in the order weft-cost finds loops in its bytes (outermost first, then
+/// each loop's children in code order): the k blocks; the full row tiles,
+/// whose column sweep is (for panels) a loop of single columns up to a
+/// tile boundary, the vector tiles and the single-column tail, each with
+/// its `k` loop; then the single rows with the same three sweeps. Trip
+/// counts are per entry, for a call over the whole of C (which starts on
+/// a tile boundary: the alignment loops run zero times).
+pub fn nest(kind: ArmKind, m: u64, n: u64, k: u64, (mr, nv): (usize, usize)) -> Vec<LoopTrip> {
     let t = |name: &str, trips: u64, depth: u32| LoopTrip {
         name: name.to_owned(),
         trips,
         depth,
     };
-    let nw = 4 * nv as u64;
-    vec![
-        t("k_blocks", k.div_ceil(kc).max(1), 0),
-        t("row_tiles", m / mr as u64, 1),
-        t("col_tiles", n / nw, 2),
-        t("k", k.min(kc), 3),
-    ]
+    let (mr, nw) = (mr as u64, 4 * nv as u64);
+    let blocks = k.div_ceil(KC).max(1);
+    let kk = k / blocks;
+    let mut out = vec![t("k_blocks", blocks, 0)];
+    for (rows, row_trips) in [("row_tiles", m / mr), ("single_rows", m % mr)] {
+        out.push(t(rows, row_trips, 1));
+        if kind.packs_b() {
+            out.push(t("align_columns", 0, 2));
+            out.push(t("k", kk, 3));
+        }
+        out.push(t("column_tiles", n / nw, 2));
+        out.push(t("k", kk, 3));
+        out.push(t("single_columns", n % nw, 2));
+        out.push(t("k", kk, 3));
+    }
+    out
 }
 
 /// The offer of `kind` at `site`, or why it cannot serve it.
@@ -180,7 +195,7 @@ pub fn offer(kind: ArmKind, site: &Site) -> Result<Offer, Refusal> {
         contract: contract(&site.geometry),
         packed,
         views: Some(views(kind, m, n)),
-        loops: nest(m, n, k, tile, KC),
+        loops: nest(kind, m, n, k, tile),
         flops: 2 * m * n * k,
         bytes_moved: 4 * (m * k + k * n + m * n),
     })

@@ -44,7 +44,7 @@ use weft_x64::iced_x86::code_asm::{
 use weft_x64::regs::ZMM;
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use crate::arm::{nest, ArmKind};
+use crate::arm::ArmKind;
 use crate::{dims, offsets, ARGS_NAME, FAMILY};
 
 /// The twins' `k` block.
@@ -182,13 +182,43 @@ unsafe impl Twin for GemmX64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match dims(&offer.contract.geometry) {
-            Ok((m, n, k, _)) => {
-                let (r, v) = self.tile();
-                nest(m, n, k, (r, 4 * v), KC_X64)
-            }
+            Ok((m, n, k, _)) => nest(self.tile(), m, n, k),
             Err(_) => offer.loops.clone(),
         }
     }
+}
+
+/// The loop nest of a twin with `rows × 16·vectors` tiles at `m × n × k`,
+/// in the order the emitter writes the loops (the `α = 1` body, then the
+/// general one, priced half and half): k blocks, column blocks, full row
+/// tiles, column tiles, `k`; then for each leftover height (8, 4, 2, 1
+/// below `rows`) its column tiles and `k`. Per-entry trip counts.
+pub fn nest((rows, vectors): (usize, usize), m: u64, n: u64, k: u64) -> Vec<LoopTrip> {
+    let t = |name: &str, trips: u64, depth: u32| LoopTrip {
+        name: name.to_owned(),
+        trips,
+        depth,
+    };
+    let blocks = k.div_ceil(KC_X64).max(1);
+    let kk = k / blocks;
+    let col_blocks = n.div_ceil(NC_X64);
+    let cols = n.min(NC_X64).div_ceil(16 * vectors as u64);
+    let mut one = vec![
+        t("k_blocks", blocks, 0),
+        t("column_blocks", col_blocks, 1),
+        t("row_tiles", m / rows as u64, 2),
+        t("column_tiles", cols, 3),
+        t("k", kk, 4),
+    ];
+    for h in [8usize, 4, 2, 1] {
+        if h < rows {
+            one.push(t("leftover_column_tiles", cols, 2));
+            one.push(t("k", kk, 3));
+        }
+    }
+    let mut out = one.clone();
+    out.extend(one);
+    out
 }
 
 // Registers held across the body.
