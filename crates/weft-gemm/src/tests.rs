@@ -371,10 +371,24 @@ fn every_x64_twin_matches_its_arm_bit_for_bit() {
         let arm = GemmArm(kind);
         let m = if kind == ArmKind::SmallM { 5 } else { 100 };
         let offer = arm.offer(&site_for(kind, m, 70, 33), &host).unwrap();
-        let arm_code = arm.build(&offer, weft_managed::arm_build::host_isa()).unwrap();
+        let arm_code = arm
+            .build(&offer, weft_managed::arm_build::host_isa())
+            .unwrap();
         for twin in twin_x64::twins(kind) {
-            let outcome = judge_twin(&*twin, &arm_code, &offer, &host, &validation::GemmValidation, 7);
-            assert!(outcome.is_accepted(), "{}: {:?}", twin.name(), outcome.refusal());
+            let outcome = judge_twin(
+                &*twin,
+                &arm_code,
+                &offer,
+                &host,
+                &validation::GemmValidation,
+                7,
+            );
+            assert!(
+                outcome.is_accepted(),
+                "{}: {:?}",
+                twin.name(),
+                outcome.refusal()
+            );
             judged += 1;
         }
     }
@@ -393,29 +407,49 @@ fn the_win64_body_computes_what_the_sysv_body_does() {
     use weft_kernel::Twin;
     let host = Host::detect();
     let (m, n, k) = (29, 45, 300);
-    let offer = GemmArm(ArmKind::Direct).offer(&site_for(ArmKind::Direct, m, n, k), &host).unwrap();
+    let offer = GemmArm(ArmKind::Direct)
+        .offer(&site_for(ArmKind::Direct, m, n, k), &host)
+        .unwrap();
     let a: Vec<f32> = (0..m * k).map(|i| (i % 17) as f32 - 8.5).collect();
     let b: Vec<f32> = (0..k * n).map(|i| (i % 13) as f32 * 0.25).collect();
     let run = |abi: weft_x64::Abi| {
-        let code = twin_x64::GemmX64::new(ArmKind::Direct, 12, 2).with_abi(abi).emit(&offer).unwrap();
+        let code = twin_x64::GemmX64::new(ArmKind::Direct, 12, 2)
+            .with_abi(abi)
+            .emit(&offer)
+            .unwrap();
         let placed = code.place().unwrap();
         let mut c = vec![1.0f32; m * n];
-        let args = GemmArgs::new(MatRef::dense(&a, m, k), BRef::Rows(MatRef::dense(&b, k, n)), &mut c, n, (0.5, 2.0), 0..m, 0..n, Axis::M).unwrap();
+        let args = GemmArgs::new(
+            MatRef::dense(&a, m, k),
+            BRef::Rows(MatRef::dense(&b, k, n)),
+            &mut c,
+            n,
+            (0.5, 2.0),
+            0..m,
+            0..n,
+            Axis::M,
+        )
+        .unwrap();
         match abi {
             weft_x64::Abi::Win64 => {
                 // SAFETY: the bytes are a Win64 leaf body for GemmArgs,
                 // placed executable; `args` was checked against live buffers.
-                let f: extern "win64" fn(*const GemmArgs) = unsafe { std::mem::transmute(placed.as_ptr()) };
+                let f: extern "win64" fn(*const GemmArgs) =
+                    unsafe { std::mem::transmute(placed.as_ptr()) };
                 f(&args);
             }
             _ => {
                 // SAFETY: as above, SysV.
-                let f: extern "C" fn(*const GemmArgs) = unsafe { std::mem::transmute(placed.as_ptr()) };
+                let f: extern "C" fn(*const GemmArgs) =
+                    unsafe { std::mem::transmute(placed.as_ptr()) };
                 f(&args);
             }
         }
         c
     };
     let (sysv, win) = (run(weft_x64::Abi::SysV), run(weft_x64::Abi::Win64));
-    assert!(sysv.iter().zip(&win).all(|(x, y)| x.to_bits() == y.to_bits()));
+    assert!(sysv
+        .iter()
+        .zip(&win)
+        .all(|(x, y)| x.to_bits() == y.to_bits()));
 }
