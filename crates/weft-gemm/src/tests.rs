@@ -200,7 +200,8 @@ fn bad_arguments_are_refused_by_name() {
             3,
             (1.0, 0.0),
             0..3,
-            2..1,
+            #[allow(clippy::reversed_empty_ranges)]
+            (2..1),
             Axis::N,
         ),
         GemmArgs::new(
@@ -452,4 +453,25 @@ fn the_win64_body_computes_what_the_sysv_body_does() {
         .iter()
         .zip(&win)
         .all(|(x, y)| x.to_bits() == y.to_bits()));
+}
+
+proptest::proptest! {
+    /// Packing is a layout change and nothing else: every element of B,
+    /// given `k × n` or `n × k`, is found where `get` looks, padding is
+    /// zero, and an offer's bytes unpack to the same panels.
+    #[test]
+    fn packing_keeps_every_element_of_b(k in 0usize..40, n in 1usize..70, seed in 0u64..1000) {
+        let b: Vec<f32> = (0..k * n).map(|i| ((i as u64 * 2654435761 + seed) % 1009) as f32 - 504.0).collect();
+        let p = PackedB::pack(MatRef::dense(&b, k, n), BLayout::Rows).unwrap();
+        let t: Vec<f32> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
+        let q = PackedB::pack(MatRef::dense(&t, n, k), BLayout::Transposed).unwrap();
+        proptest::prop_assert_eq!(&p, &q);
+        for kk in 0..k {
+            for j in 0..n.div_ceil(16) * 16 {
+                let want = if j < n { b[kk * n + j] } else { 0.0 };
+                proptest::prop_assert_eq!(p.get(kk, j).to_bits(), want.to_bits());
+            }
+        }
+        proptest::prop_assert_eq!(PackedB::from_operand(&p.operand(), k, n).unwrap(), p);
+    }
 }

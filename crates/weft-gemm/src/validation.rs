@@ -163,7 +163,7 @@ pub fn cases(seed: u64, packs: bool) -> Vec<GemmCase> {
     let mut push = |g: &mut Gen, shape, rect, special| {
         let scale = SCALES[idx % SCALES.len()];
         let slack = idx % 2;
-        let packed = packs.then_some(if idx % 3 == 0 {
+        let packed = packs.then_some(if idx.is_multiple_of(3) {
             BLayout::Transposed
         } else {
             BLayout::Rows
