@@ -16,7 +16,7 @@
 //!
 //! With B in panels, a rectangle whose columns start off a tile boundary
 //! begins with single columns, so a vector tile never straddles panels
-//! (member views start on [`N_GRANULE`](crate::N_GRANULE) boundaries).
+//! (member views start on [`N_GRANULE`] boundaries).
 //!
 //! Storing the accumulators to C between `k` blocks is exact (module docs
 //! of the crate), so every `KC` gives the same bits; `KC` only keeps a

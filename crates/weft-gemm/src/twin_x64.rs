@@ -1,5 +1,10 @@
 //! x64 twins of the `f32.gemm` arms: the same offer (layout, views), the
-//! body emitted through weft-x64 with AVX-512.
+//! body emitted through weft-x64, in two tiers: AVX-512 (below) and AVX2
+//! + FMA for hosts without it (6 × 16 tiles in 12 ymm accumulators; an
+//! edge that a whole tile does not fit is a 6 × 8 tile under a lane mask,
+//! `vmaskmovps` loads and stores, which suppress faults like opmasks; α
+//! and the scale come from 32-byte stack copies, there being no registers
+//! left).
 //!
 //! One emitter serves every arm; a twin is an arm kind, a register tile of
 //! `rows × 16·vectors` and the host's calling convention:
@@ -38,10 +43,10 @@ use std::sync::Arc;
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
     cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9,
-    rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, zmmword_ptr, AsmMemoryOperand, AsmRegister64,
-    AsmRegisterZmm, CodeLabel,
+    rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, ymmword_ptr, zmmword_ptr, AsmMemoryOperand,
+    AsmRegister64, AsmRegisterZmm, CodeLabel,
 };
-use weft_x64::regs::ZMM;
+use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use crate::arm::ArmKind;
@@ -59,9 +64,24 @@ pub const NC_X64: u64 = 1024;
 /// broadcasts, FMA on zmm) and AVX (the frame's `vzeroupper`).
 const FEATURES: &[Feature] = &[Feature::Avx, Feature::Fma, Feature::Avx512f];
 
-/// One x64 twin: an arm kind, a tile and a calling convention.
+/// The AVX2 tier: ymm FMA, `vpcmpgtd` on ymm for its masks.
+const AVX2_FEATURES: &[Feature] = &[Feature::Avx, Feature::Avx2, Feature::Fma];
+
+/// Which instruction set a twin is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// AVX2 + FMA: 16 ymm, tiles of 6 × 16 (ragged edges as masked 6 × 8
+    /// tiles with `vmaskmovps`).
+    Avx2,
+    /// AVX-512F: 32 zmm and opmasks.
+    Avx512,
+}
+
+/// One x64 twin: an instruction set, an arm kind, a tile and a calling
+/// convention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmX64 {
+    tier: Tier,
     kind: ArmKind,
     rows: u8,
     vectors: u8,
@@ -74,9 +94,21 @@ impl GemmX64 {
     /// `rows · vectors ≤ 24`), for the host's calling convention.
     pub const fn new(kind: ArmKind, rows: u8, vectors: u8) -> GemmX64 {
         GemmX64 {
+            tier: Tier::Avx512,
             kind,
             rows,
             vectors,
+            abi: Abi::host(),
+        }
+    }
+
+    /// The AVX2 twin of `kind`: 6 × 16 tiles (two ymm per row).
+    pub const fn avx2(kind: ArmKind) -> GemmX64 {
+        GemmX64 {
+            tier: Tier::Avx2,
+            kind,
+            rows: 6,
+            vectors: 2,
             abi: Abi::host(),
         }
     }
@@ -94,6 +126,11 @@ impl GemmX64 {
 
     fn check(&self) -> Result<(), Refusal> {
         let (r, v) = self.tile();
+        if self.tier == Tier::Avx2 && (r, v) != (6, 2) {
+            return Err(Refusal::EmitError {
+                message: format!("{}: the AVX2 tier has 6 × 16 tiles only", self.name()),
+            });
+        }
         if !(1..=4).contains(&v) || !(1..=12).contains(&r) || r * v > 24 {
             return Err(Refusal::EmitError {
                 message: format!("{}: no {r} × {v}-vector tile", self.name()),
@@ -111,7 +148,9 @@ pub fn twins(kind: ArmKind) -> Vec<Arc<dyn Twin>> {
     };
     tiles
         .iter()
-        .map(|&(r, v)| Arc::new(GemmX64::new(kind, r, v)) as Arc<dyn Twin>)
+        .map(|&(r, v)| GemmX64::new(kind, r, v))
+        .chain([GemmX64::avx2(kind)])
+        .map(|t| Arc::new(t) as Arc<dyn Twin>)
         .collect()
 }
 
@@ -122,6 +161,13 @@ pub fn twins(kind: ArmKind) -> Vec<Arc<dyn Twin>> {
 unsafe impl Twin for GemmX64 {
     fn name(&self) -> &'static str {
         use ArmKind::*;
+        if self.tier == Tier::Avx2 {
+            return match self.kind {
+                Direct => "f32.gemm.twin.avx2.direct.6x16",
+                Panels => "f32.gemm.twin.avx2.panels.6x16",
+                SmallM => "f32.gemm.twin.avx2.small_m.6x16",
+            };
+        }
         match (self.kind, self.rows, self.vectors) {
             (Direct, 12, 2) => "f32.gemm.twin.avx512.direct.12x32",
             (Direct, 6, 4) => "f32.gemm.twin.avx512.direct.6x64",
@@ -138,7 +184,10 @@ unsafe impl Twin for GemmX64 {
     }
 
     fn requires(&self) -> &'static [Feature] {
-        FEATURES
+        match self.tier {
+            Tier::Avx512 => FEATURES,
+            Tier::Avx2 => AVX2_FEATURES,
+        }
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
@@ -159,7 +208,7 @@ unsafe impl Twin for GemmX64 {
         }
         self.check()?;
         let (emitted, head, back) =
-            emit(self.kind, self.tile(), self.abi).map_err(|e| Refusal::EmitError {
+            emit(self.tier, self.kind, self.tile(), self.abi).map_err(|e| Refusal::EmitError {
                 message: format!("{}: {e}", self.name()),
             })?;
         let mut loops = Vec::new();
@@ -182,7 +231,7 @@ unsafe impl Twin for GemmX64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match dims(&offer.contract.geometry) {
-            Ok((m, n, k, _)) => nest(self.tile(), m, n, k),
+            Ok((m, n, k, _)) => nest(self.tier, self.tile(), m, n, k),
             Err(_) => offer.loops.clone(),
         }
     }
@@ -193,7 +242,7 @@ unsafe impl Twin for GemmX64 {
 /// general one, priced half and half): k blocks, column blocks, full row
 /// tiles, column tiles, `k`; then for each leftover height (8, 4, 2, 1
 /// below `rows`) its column tiles and `k`. Per-entry trip counts.
-pub fn nest((rows, vectors): (usize, usize), m: u64, n: u64, k: u64) -> Vec<LoopTrip> {
+pub fn nest(tier: Tier, (rows, vectors): (usize, usize), m: u64, n: u64, k: u64) -> Vec<LoopTrip> {
     let t = |name: &str, trips: u64, depth: u32| LoopTrip {
         name: name.to_owned(),
         trips,
@@ -210,10 +259,18 @@ pub fn nest((rows, vectors): (usize, usize), m: u64, n: u64, k: u64) -> Vec<Loop
         t("column_tiles", cols, 3),
         t("k", kk, 4),
     ];
+    // AVX2 sweeps hold two tiles, full and masked: a second k loop.
+    let masked = tier == Tier::Avx2;
+    if masked {
+        one.push(t("k_masked", kk, 4));
+    }
     for h in [8usize, 4, 2, 1] {
         if h < rows {
             one.push(t("leftover_column_tiles", cols, 2));
             one.push(t("k", kk, 3));
+            if masked {
+                one.push(t("k_masked", kk, 3));
+            }
         }
     }
     let mut out = one.clone();
@@ -241,7 +298,11 @@ const S_SCALE: i32 = 24;
 const S_COL0: i32 = 32;
 const S_JB: i32 = 40;
 const S_JEND: i32 = 48;
-const FRAME: i32 = 64;
+// AVX2: α, the scale and the lane indices 0..8 as ymm-wide vectors.
+const S_ALPHA8: i32 = 64;
+const S_SCALE8: i32 = 96;
+const S_IOTA8: i32 = 128;
+const FRAME: i32 = 160;
 
 /// A zmm with vector `v`'s opmask (k1..k4), zeroing.
 fn masked_z(z: AsmRegisterZmm, v: usize) -> AsmRegisterZmm {
@@ -462,11 +523,15 @@ fn tile(
 /// The column tiles of one row tile of `rows` rows at `ROW`.
 fn column_sweep(
     e: &mut Emitter,
+    tier: Tier,
     kind: ArmKind,
     rows: usize,
     vectors: usize,
     alpha_one: bool,
 ) -> Result<(CodeLabel, CodeLabel), EmitError> {
+    if tier == Tier::Avx2 {
+        return avx2::column_sweep(e, kind, rows, alpha_one);
+    }
     let mut top = e.create_label();
     let mut done = e.create_label();
     e.asm().mov(COL, qword_ptr(rsp + S_JB))?;
@@ -485,6 +550,7 @@ fn column_sweep(
 /// column sweeps.
 fn body(
     e: &mut Emitter,
+    tier: Tier,
     kind: ArmKind,
     (rows, vectors): (usize, usize),
     alpha_one: bool,
@@ -518,7 +584,13 @@ fn body(
     e.asm().mov(dword_ptr(rsp + S_SCALE), 0x3f80_0000)?;
     e.asm().mov(qword_ptr(rsp + S_USE_C), 1)?;
     e.set_label(&mut scaled)?;
-    e.asm().vbroadcastss(z.scale(), dword_ptr(rsp + S_SCALE))?;
+    match tier {
+        Tier::Avx512 => e.asm().vbroadcastss(z.scale(), dword_ptr(rsp + S_SCALE))?,
+        Tier::Avx2 => {
+            e.asm().vbroadcastss(YMM[15], dword_ptr(rsp + S_SCALE))?;
+            e.asm().vmovups(ymmword_ptr(rsp + S_SCALE8), YMM[15])?;
+        }
+    }
     // Column blocks of NC_X64 from the first tile's column.
     let mut jb_top = e.create_label();
     e.asm().mov(rax, qword_ptr(rsp + S_COL0))?;
@@ -543,7 +615,7 @@ fn body(
     e.asm().sub(rax, ROW)?;
     e.asm().cmp(rax, rows as i32)?;
     e.asm().jb(rdone)?;
-    let labels = column_sweep(e, kind, rows, vectors, alpha_one)?;
+    let labels = column_sweep(e, tier, kind, rows, vectors, alpha_one)?;
     e.asm().add(ROW, rows as i32)?;
     e.asm().jmp(rtop)?;
     e.set_label(&mut rdone)?;
@@ -557,7 +629,7 @@ fn body(
         e.asm().sub(rax, ROW)?;
         e.asm().cmp(rax, h as i32)?;
         e.asm().jb(skip)?;
-        column_sweep(e, kind, h, vectors, alpha_one)?;
+        column_sweep(e, tier, kind, h, vectors, alpha_one)?;
         e.asm().add(ROW, h as i32)?;
         e.set_label(&mut skip)?;
     }
@@ -578,6 +650,7 @@ fn body(
 }
 
 fn emit(
+    tier: Tier,
     kind: ArmKind,
     tile: (usize, usize),
     abi: Abi,
@@ -592,8 +665,9 @@ fn emit(
         .with(r13)
         .with(r14)
         .with(r15);
-    for z in ZMM {
-        clobbers = clobbers.with(z);
+    match tier {
+        Tier::Avx512 => ZMM.iter().for_each(|z| clobbers = clobbers.with(*z)),
+        Tier::Avx2 => YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y)),
     }
     e.prologue(clobbers)?;
     if e.args_reg() != ARGS {
@@ -613,9 +687,10 @@ fn emit(
         a.mov(rax, qword_ptr(ARGS + offsets::N_START))?;
         a.cmp(rax, qword_ptr(ARGS + offsets::N_END))?;
         a.jae(exit)?;
-        // Column tiles start at n_start, or its panel's first column.
+        // Column tiles start at n_start, or (panels) where the vector
+        // that holds it starts: its panel (zmm) or half panel (ymm).
         if kind.packs_b() {
-            a.and(rax, -16)?;
+            a.and(rax, if tier == Tier::Avx2 { -8 } else { -16 })?;
         }
         a.mov(qword_ptr(rsp + S_COL0), rax)?;
         a.mov(LDA4, qword_ptr(ARGS + offsets::LDA))?;
@@ -632,15 +707,229 @@ fn emit(
             a.shl(BSTEP, 2)?;
         }
         a.lea(VSTRIDE3, qword_ptr(VSTRIDE + VSTRIDE * 2))?;
-        a.vbroadcastss(Zregs { vectors }.alpha(), dword_ptr(ARGS + offsets::ALPHA))?;
+        match tier {
+            Tier::Avx512 => {
+                a.vbroadcastss(Zregs { vectors }.alpha(), dword_ptr(ARGS + offsets::ALPHA))?
+            }
+            Tier::Avx2 => {
+                a.vbroadcastss(YMM[15], dword_ptr(ARGS + offsets::ALPHA))?;
+                a.vmovups(ymmword_ptr(rsp + S_ALPHA8), YMM[15])?;
+                for l in 0..8 {
+                    a.mov(dword_ptr(rsp + S_IOTA8 + 4 * l), l as u32)?;
+                }
+            }
+        }
         a.cmp(dword_ptr(ARGS + offsets::ALPHA), 0x3f80_0000)?;
         a.jne(general)?;
     }
-    let (head, back) = body(&mut e, kind, tile, true, exit)?;
+    let (head, back) = body(&mut e, tier, kind, tile, true, exit)?;
     e.set_label(&mut general)?;
-    body(&mut e, kind, tile, false, exit)?;
+    body(&mut e, tier, kind, tile, false, exit)?;
     e.set_label(&mut exit)?;
     e.asm().add(rsp, FRAME)?;
     e.epilogue()?;
     Ok((e.finish()?, head, back))
+}
+
+/// The AVX2 tier's column sweep and tiles (module docs of the tier above).
+mod avx2 {
+    use super::*;
+
+    /// `rows × 16` tiles while a whole one fits at a column it may start
+    /// at; otherwise one `rows × 8` tile masked to the rectangle.
+    pub(super) fn column_sweep(
+        e: &mut Emitter,
+        kind: ArmKind,
+        rows: usize,
+        alpha_one: bool,
+    ) -> Result<(CodeLabel, CodeLabel), EmitError> {
+        let mut top = e.create_label();
+        let mut done = e.create_label();
+        let mut masked = e.create_label();
+        e.asm().mov(COL, qword_ptr(rsp + S_JB))?;
+        e.set_label(&mut top)?;
+        {
+            let a = e.asm();
+            a.cmp(COL, qword_ptr(rsp + S_JEND))?;
+            a.jae(done)?;
+            a.mov(rax, qword_ptr(rsp + S_JEND))?;
+            a.sub(rax, COL)?;
+            a.cmp(rax, 16)?;
+            a.jb(masked)?;
+            a.cmp(COL, qword_ptr(ARGS + offsets::N_START))?;
+            a.jb(masked)?;
+            if kind.packs_b() {
+                a.test(COL, 15)?;
+                a.jnz(masked)?;
+            }
+        }
+        let labels = tile(e, kind, rows, alpha_one, false)?;
+        e.asm().add(COL, 16)?;
+        e.asm().jmp(top)?;
+        e.set_label(&mut masked)?;
+        mask(e)?;
+        tile(e, kind, rows, alpha_one, true)?;
+        e.asm().add(COL, 8)?;
+        e.asm().jmp(top)?;
+        e.set_label(&mut done)?;
+        Ok(labels)
+    }
+
+    /// ymm15 = lanes `l` of the 8 columns at `COL` with
+    /// `n_start ≤ COL + l < n_end` (all ones), others zero.
+    fn mask(e: &mut Emitter) -> Result<(), EmitError> {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(ARGS + offsets::N_END))?;
+        a.sub(rax, COL)?;
+        a.mov(rdx, qword_ptr(ARGS + offsets::N_START))?;
+        a.sub(rdx, COL)?;
+        // Clamp both to [-1, 8] so they fit a dword compare.
+        for r in [rax, rdx] {
+            a.mov(rcx, -1i64)?;
+            a.cmp(r, rcx)?;
+            a.cmovl(r, rcx)?;
+            a.mov(ecx, 8)?;
+            a.cmp(r, rcx)?;
+            a.cmovg(r, rcx)?;
+        }
+        a.vmovd(XMM[12], eax)?;
+        a.vpbroadcastd(YMM[12], XMM[12])?;
+        a.vmovd(XMM[13], edx)?;
+        a.vpbroadcastd(YMM[13], XMM[13])?;
+        a.vmovups(YMM[14], ymmword_ptr(rsp + S_IOTA8))?;
+        a.vpcmpgtd(YMM[12], YMM[12], YMM[14])?; // hi > l
+        a.vpcmpgtd(YMM[13], YMM[13], YMM[14])?; // lo > l
+        a.vpandn(YMM[15], YMM[13], YMM[12])?;
+        Ok(())
+    }
+
+    /// One tile at (`ROW`, `COL`): `rows × 16` from registers, or (masked)
+    /// `rows × 8` under the mask in ymm15. Accumulators ymm0..12, B in
+    /// ymm12/13, the broadcast in ymm14.
+    fn tile(
+        e: &mut Emitter,
+        kind: ArmKind,
+        rows: usize,
+        alpha_one: bool,
+        masked: bool,
+    ) -> Result<(CodeLabel, CodeLabel), EmitError> {
+        let vectors = if masked { 1 } else { 2 };
+        let acc = |r: usize, v: usize| YMM[r * vectors + v];
+        let (t, msk) = (YMM[14], YMM[15]);
+        let mut zero_init = e.create_label();
+        let mut loaded = e.create_label();
+        let c_tile = |e: &mut Emitter| -> Result<(), EmitError> {
+            let a = e.asm();
+            a.mov(rax, qword_ptr(ARGS + offsets::LDC))?;
+            a.imul_2(rax, ROW)?;
+            a.add(rax, COL)?;
+            a.shl(rax, 2)?;
+            a.add(rax, qword_ptr(ARGS + offsets::C))?;
+            a.mov(rdx, qword_ptr(ARGS + offsets::LDC))?;
+            a.shl(rdx, 2)?;
+            Ok(())
+        };
+        e.asm().cmp(qword_ptr(rsp + S_USE_C), 0)?;
+        e.asm().je(zero_init)?;
+        c_tile(e)?;
+        e.asm().vmovups(t, ymmword_ptr(rsp + S_SCALE8))?;
+        for r in 0..rows {
+            for v in 0..vectors {
+                let a = e.asm();
+                if masked {
+                    a.vmaskmovps(acc(r, v), msk, ymmword_ptr(rax))?;
+                    a.vmulps(acc(r, v), t, acc(r, v))?;
+                } else {
+                    a.vmulps(acc(r, v), t, ymmword_ptr(rax + 32 * v as i32))?;
+                }
+            }
+            if r + 1 < rows {
+                e.asm().add(rax, rdx)?;
+            }
+        }
+        e.asm().jmp(loaded)?;
+        e.set_label(&mut zero_init)?;
+        for r in 0..rows {
+            for v in 0..vectors {
+                e.asm().vxorps(acc(r, v), acc(r, v), acc(r, v))?;
+            }
+        }
+        e.set_label(&mut loaded)?;
+        {
+            let a = e.asm();
+            a.mov(PA[0], ROW)?;
+            a.imul_2(PA[0], LDA4)?;
+            a.mov(rax, qword_ptr(rsp + S_KB))?;
+            a.lea(PA[0], qword_ptr(PA[0] + rax * 4))?;
+            a.add(PA[0], qword_ptr(ARGS + offsets::A))?;
+            if rows > 4 {
+                a.lea(PA[1], qword_ptr(PA[0] + LDA4 * 4))?;
+            }
+            if kind.packs_b() {
+                // ((COL / 16) · k + kb) · 64 + (COL % 16) · 4
+                a.mov(PB, COL)?;
+                a.shr(PB, 4)?;
+                a.imul_2(PB, qword_ptr(ARGS + offsets::K))?;
+                a.add(PB, rax)?;
+                a.shl(PB, 6)?;
+                a.mov(rdx, COL)?;
+                a.and(rdx, 15)?;
+                a.lea(PB, qword_ptr(PB + rdx * 4))?;
+            } else {
+                a.mov(PB, rax)?;
+                a.imul_2(PB, qword_ptr(ARGS + offsets::LDB))?;
+                a.add(PB, COL)?;
+                a.shl(PB, 2)?;
+            }
+            a.add(PB, qword_ptr(ARGS + offsets::B))?;
+            a.mov(rcx, qword_ptr(rsp + S_KC))?;
+        }
+        let mut head = e.create_label();
+        let mut back = e.create_label();
+        let mut done = e.create_label();
+        e.asm().test(rcx, rcx)?;
+        e.asm().je(done)?;
+        e.set_label(&mut head)?;
+        {
+            let a = e.asm();
+            if masked {
+                a.vmaskmovps(YMM[12], msk, ymmword_ptr(PB))?;
+            } else {
+                a.vmovups(YMM[12], ymmword_ptr(PB))?;
+                a.vmovups(YMM[13], ymmword_ptr(PB + 32))?;
+            }
+            for r in 0..rows {
+                a.vbroadcastss(t, a_elem(r))?;
+                if !alpha_one {
+                    a.vmulps(t, t, ymmword_ptr(rsp + S_ALPHA8))?;
+                }
+                for v in 0..vectors {
+                    a.vfmadd231ps(acc(r, v), YMM[12 + v], t)?;
+                }
+            }
+            for pa in PA.iter().take(rows.div_ceil(4)) {
+                a.add(*pa, 4)?;
+            }
+            a.add(PB, BSTEP)?;
+            a.dec(rcx)?;
+        }
+        e.set_label(&mut back)?;
+        e.asm().jne(head)?;
+        e.set_label(&mut done)?;
+        c_tile(e)?;
+        for r in 0..rows {
+            for v in 0..vectors {
+                let a = e.asm();
+                if masked {
+                    a.vmaskmovps(ymmword_ptr(rax), msk, acc(r, v))?;
+                } else {
+                    a.vmovups(ymmword_ptr(rax + 32 * v as i32), acc(r, v))?;
+                }
+            }
+            if r + 1 < rows {
+                e.asm().add(rax, rdx)?;
+            }
+        }
+        Ok((head, back))
+    }
 }

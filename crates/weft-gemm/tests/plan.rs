@@ -76,16 +76,33 @@ fn run(plan: &CompiledPlan) -> Vec<Vec<f32>> {
             let ops = SiteOperands::new(s.packed("b"), s.views.as_ref(), k, n).unwrap();
             let mut c = values(m * n, 50 + i as u64);
             let args = ops
-                .args(MatRef::dense(&a, m, k), Some(MatRef::dense(&b, k, n)), &mut c, n, (1.0, 0.75))
+                .args(
+                    MatRef::dense(&a, m, k),
+                    Some(MatRef::dense(&b, k, n)),
+                    &mut c,
+                    n,
+                    (1.0, 0.75),
+                )
                 .unwrap();
             let kernel = plan.kernel::<GemmArgs>(i).unwrap();
             // SAFETY: `args` was checked against `a`, `b` and `c`, live
             // until the call returns.
             unsafe { kernel.run(&exec, &args) };
             let mut want = values(m * n, 50 + i as u64);
-            reference::gemm(MatRef::dense(&a, m, k), |kk, j| b[kk * n + j], &mut want, n, (1.0, 0.75), 0..m, 0..n);
+            reference::gemm(
+                MatRef::dense(&a, m, k),
+                |kk, j| b[kk * n + j],
+                &mut want,
+                n,
+                (1.0, 0.75),
+                0..m,
+                0..n,
+            );
             if let Some(e) = (0..c.len()).find(|&e| c[e].to_bits() != want[e].to_bits()) {
-                panic!("site {i} ({}): C[{e}] = {:e}, reference {:e}", s.candidate, c[e], want[e]);
+                panic!(
+                    "site {i} ({}): C[{e}] = {:e}, reference {:e}",
+                    s.candidate, c[e], want[e]
+                );
             }
             c
         })
