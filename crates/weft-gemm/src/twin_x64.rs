@@ -1,6 +1,6 @@
 //! x64 twins of the `f32.gemm` arms: the same offer (layout, views), the
-//! body emitted through weft-x64, in two tiers: AVX-512 (below) and AVX2
-//! + FMA for hosts without it (6 × 16 tiles in 12 ymm accumulators; an
+//! body emitted through weft-x64, in two tiers: AVX-512 (below) and, for
+//! hosts without it, AVX2 with FMA (6 × 16 tiles in 12 ymm accumulators; an
 //! edge that a whole tile does not fit is a 6 × 8 tile under a lane mask,
 //! `vmaskmovps` loads and stores, which suppress faults like opmasks; α
 //! and the scale come from 32-byte stack copies, there being no registers
