@@ -5,7 +5,6 @@
 
 use weft_gemm::arm::{offer, ArmKind};
 use weft_gemm::{site, BLayout};
-use weft_kernel::Twin;
 
 #[test]
 fn panels_twin_listings() {
