@@ -43,8 +43,10 @@
 //! - **Every arm shares this contract**, so arms differ in layout,
 //!   blocking and tiling only, never in numerics; the scalar
 //!   [`reference`](mod@reference) is the definition all of them meet.
-//!   A body that sums in another order (a `k` split, lanes along `k`) is
-//!   another contract and belongs to another family name.
+//!   A body that sums in another order (a `k` split, lanes along `k`)
+//!   has another contract: it would join as an arm with its own
+//!   contract, as `q8_0.matvec`'s rows2 does, and the planner choosing it
+//!   would change the bits a plan computes.
 //!
 //! # Arms
 //!
