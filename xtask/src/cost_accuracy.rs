@@ -1,10 +1,35 @@
 //! `cargo xtask cost-accuracy`: how right are weft-cost's prices?
 //!
 //! Every candidate of the families that exist — the `q8_0.matvec` arm and
-//! its x64 twins, the exp and erf arms and their x64 twins — is priced by
+//! its x64 twins, the exp and erf arms and their x64 twins, the three
+//! `f32.gemm` arms and their x64 twins — is priced by
 //! `CostModel::for_host` with the nest it states (`Arm::nest`,
 //! `Twin::nest`) and measured, at geometries from L1-resident to
 //! DRAM-resident (ragged ones included).
+//!
+//! # GEMM rows
+//!
+//! `f32.gemm` (`C ← A·B`, α = 1, β = 0) at an LLM layer's projection
+//! (`k = 576`, `n = 1536`) for `m` = 1, 4, 16 and 64 tokens, square 128,
+//! 256 and 512, and an im2col convolution (`m = 784`, `k = 1152`,
+//! `n = 128`); B is given at plan time at every one, so the packing arms
+//! (`panels`, and `small_m` up to 8 rows) compete with `direct`. Every arm
+//! and every x64 twin the host runs (`Twin::requires`) is a candidate at
+//! the same site: they share one contract, bit for bit, so the planner may
+//! take any of them, and the rows score which tile and which packing the
+//! prices prefer. Each body is run once on the site's operands and must
+//! give the first arm's bits before it is measured. The GEMM rows take
+//! under 10 s of the run (all rounds) on a 2-core host.
+//!
+//! Residency differs from the other families: a GEMM reuses its operands
+//! many times within a call, and the shapes here are a layer's weights
+//! met by a few tokens or a compute-bound block, not a model streamed
+//! through. A GEMM geometry is priced `Residency::Cached` and measured hot
+//! (its operands in L2 or the last-level cache from the call before)
+//! whenever its working set fits the last-level cache — every geometry
+//! here does on a host with 5 MiB of it. One that does not is priced
+//! `Residency::Streamed` and, larger than every cache, measured on its one
+//! copy (each call finds most of it evicted by the one before).
 //!
 //! # Protocol
 //!
@@ -31,9 +56,11 @@
 //! The planner decides between bodies of one family at one site, so the
 //! first figures score those decisions, per geometry:
 //!
-//! - `twin_pairs`: pairs of two x64 *twins* (not the arm) of one family
+//! - `twin_pairs`: pairs of two x64 *twins* (not an arm) of one family
 //!   at one geometry whose measured gap exceeds [`TWIN_GAP`] (5%: below
-//!   it a wrong pick costs little and the measurement may not tell).
+//!   it a wrong pick costs little and the measurement may not tell); for
+//!   `f32.gemm` twins of different arms pair too (which packing, which
+//!   tile).
 //! - `twin_decision`: the share of those pairs where the twin priced
 //!   cheaper is the one measured faster. An exact price tie counts as
 //!   wrong (the model did not separate them); a line before the last says
@@ -43,15 +70,23 @@
 //!   against the measured fastest: `(measured(picked) −
 //!   measured(fastest)) / measured(fastest)`, the mean over geometries
 //!   with at least two candidates. The pick is the planner's rule
-//!   (`weft_plan::select`): the cheapest price; on an exact tie the arm if
-//!   it is among the tied (the planner keeps the shipped arm), else the
-//!   tied candidates race and the one measured fastest counts. The line
-//!   before the last says at how many geometries such a race decided, and
-//!   the regret if the first listed of the tied were taken instead.
+//!   (`weft_plan::select`), in its two stages: first the cheapest arm
+//!   (with several, as `f32.gemm` has; on an exact tie the shipped arm,
+//!   the first listed, if it is among the tied), then the cheapest body
+//!   among that arm and its twins; on an exact tie the arm if it is among
+//!   the tied (the planner keeps it), else the tied candidates race and
+//!   the one measured fastest counts. A line before the last says at how
+//!   many geometries such a race decided, and the regret if the first
+//!   listed of the tied were taken instead.
 //! - `spearman_within`: Spearman's rank correlation of predicted and
 //!   measured cycles over one geometry's candidates, the mean over
 //!   geometries with at least three candidates (a geometry whose prices
 //!   or measurements are all equal scores 0).
+//!
+//! A line before the last scores the arm-vs-arm decisions the same way
+//! (`arm_pairs`, `arm_decision`: pairs of two arms at one geometry, only
+//! `f32.gemm` has several), and one line per `f32.gemm` geometry gives
+//! the arm and the body picked against the measured fastest.
 //!
 //! Then the earlier figures, over every candidate:
 //!
@@ -95,7 +130,8 @@
 //! `apt-get install llvm-16` (`.ci/run` installs it).
 //!
 //! `--quick` runs fewer rounds; `--only=WORD` measures only the geometries
-//! (`16x1024x1`, `elementwise.exp len=1000`) containing WORD.
+//! (`16x1024x1`, `elementwise.exp len=1000`, `f32.gemm m=4 n=1536 k=576`)
+//! containing WORD (`--only=gemm`: the GEMM rows alone).
 //!
 //! The last line is
 //! `cost-accuracy: twin_pairs=N twin_decision=D regret=G spearman_within=S l1_error=E pairs=N decision=D unseparated=U spearman=R closer_than_roofline=K mca_l1_error=M mcpu=NAME calibrated_here=yes|no`.
@@ -108,8 +144,10 @@ use std::sync::OnceLock;
 use weft_cost::{CalibrationHost, CostModel, MemoryLevel, Priced, TableId};
 use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_elementwise::Func;
+use weft_gemm::arm::{ArmKind, GemmArm, SMALL_M_MAX};
+use weft_gemm::{BLayout, GemmArgs, MatRef, SiteOperands};
 use weft_kernel::{
-    Arm, Family, Feature, Geometry, Host, Isa, NativeCode, Offer, Residency, Site, Twin,
+    Arm, Family, Feature, Geometry, Host, Isa, Kernel, NativeCode, Offer, Residency, Site, Twin,
 };
 use weft_q8::arm::{Q8MatvecArm, Q8MatvecKernel};
 use weft_q8::twin_x64::TWINS;
@@ -160,6 +198,18 @@ const Q8_SHAPES: &[(usize, usize, usize)] = &[
 /// Elementwise lengths: L1-resident (odd ones among them), L2, L3, DRAM.
 const LENGTHS: &[usize] = &[64, 256, 1000, 2999, 16_384, 300_000, 6_000_000];
 
+/// `f32.gemm` geometries `(m, n, k)` (module docs).
+const GEMM_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1536, 576),
+    (4, 1536, 576),
+    (16, 1536, 576),
+    (64, 1536, 576),
+    (128, 128, 128),
+    (256, 256, 256),
+    (512, 512, 512),
+    (784, 128, 1152),
+];
+
 /// The `--only=WORD` filter (a geometry or family substring), if given.
 static ONLY: OnceLock<Option<String>> = OnceLock::new();
 
@@ -199,8 +249,10 @@ struct Candidate<K> {
     code: NativeCode,
 }
 
-/// Per-loop llvm-mca cycles per iteration, by candidate and loop head.
-type McaCache = BTreeMap<(&'static str, usize), Option<f64>>;
+/// Per-loop llvm-mca cycles per iteration, by candidate, loop head and a
+/// hash of the body's bytes (an arm's body may differ between geometries
+/// under one name: `small_m`'s tile is as tall as `m`).
+type McaCache = BTreeMap<(&'static str, usize, u64), Option<f64>>;
 
 /// Measure candidates with `call` in interleaved rounds; cycles per call.
 fn measure_interleaved<K>(
@@ -569,6 +621,157 @@ fn elementwise_rows(
     Ok(())
 }
 
+/// A placed `f32.gemm` body and the arguments it is measured with.
+struct GemmCall {
+    kernel: Kernel<GemmArgs>,
+    args: GemmArgs,
+}
+
+impl GemmCall {
+    fn call(&self) {
+        // SAFETY: `args` was built by `SiteOperands::args`, which checked
+        // every extent against A, B (or its packed copy) and C; the
+        // caller keeps those buffers alive and untouched while it runs,
+        // and the body honours the GemmArgs leaf ABI (weft-gemm's tests
+        // validate every arm and twin against the reference).
+        unsafe { self.kernel.call(&self.args) };
+    }
+}
+
+/// Where a GEMM geometry moving `bytes` finds its data (module docs):
+/// cached when they fit the last-level cache, streamed otherwise.
+fn gemm_residency(model: &CostModel, bytes: u64) -> Residency {
+    if model.roofline().level(bytes) > MemoryLevel::L3 {
+        Residency::Streamed
+    } else {
+        Residency::Cached
+    }
+}
+
+fn gemm_rows(
+    host: &Host,
+    models: &Models,
+    rounds: usize,
+    rows_out: &mut Vec<Row>,
+    mca: &mut McaCache,
+) -> Result<(), String> {
+    const FAMILY: &str = weft_gemm::FAMILY;
+    let err = |e: weft_kernel::Refusal| e.to_string();
+    for &(m, n, k) in GEMM_SHAPES {
+        let geometry = format!("m={m} n={n} k={k}");
+        if !selected(&format!("{FAMILY} {geometry}")) {
+            continue;
+        }
+        let mut rng = Rng(0x6e33 ^ (m * 131 + n * 7 + k) as u64);
+        let a: Vec<f32> = (0..m * k).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        // Written now (not zero pages), so no call takes a page fault.
+        let mut c = vec![1f32; m * n];
+        let site = weft_gemm::site(m, n, k, BLayout::Rows, Some(&b));
+        // Each arm's operands (B packed or not), alive while its bodies run.
+        let mut operands = Vec::new();
+        let mut cands: Vec<Candidate<GemmCall>> = Vec::new();
+        let mut residency = Residency::Cached;
+        for kind in ArmKind::ALL {
+            if kind == ArmKind::SmallM && m as u64 > SMALL_M_MAX {
+                continue;
+            }
+            let arm = GemmArm(kind);
+            let offer = weft_gemm::arm::offer(kind, &site).map_err(err)?;
+            residency = gemm_residency(&models.host, offer.bytes_moved);
+            let ops =
+                SiteOperands::new(offer.packed.first(), offer.views.as_ref(), k, n).map_err(err)?;
+            let args = ops
+                .args(
+                    MatRef::dense(&a, m, k),
+                    Some(MatRef::dense(&b, k, n)),
+                    &mut c,
+                    n,
+                    (1.0, 0.0),
+                )
+                .map_err(err)?;
+            // The packed copy lives on the heap: moving `ops` keeps it put.
+            operands.push(ops);
+            let code = arm.build(&offer, Isa::X86_64).map_err(err)?;
+            // SAFETY: the arm's body honours the GemmArgs leaf ABI.
+            let kernel = unsafe { Kernel::<GemmArgs>::from_native(&code) }.map_err(err)?;
+            let (priced, unscheduled) = price(
+                models,
+                arm.name(),
+                &code,
+                &arm.nest(&offer),
+                &offer,
+                residency,
+            )?;
+            cands.push(Candidate {
+                name: arm.name(),
+                arm: arm.name(),
+                kernel: GemmCall { kernel, args },
+                priced,
+                unscheduled,
+                code,
+            });
+            for twin in weft_gemm::twin_x64::twins(kind) {
+                if twin.isa() != Isa::X86_64
+                    || weft_kernel::require_features(host, twin.requires()).is_err()
+                {
+                    continue;
+                }
+                let code = twin.emit(&offer).map_err(err)?;
+                // SAFETY: the f32.gemm twins are validated bit for bit
+                // against their arm and honour the leaf ABI (weft-gemm's
+                // tests); the check below runs each once here too.
+                let kernel = unsafe { Kernel::<GemmArgs>::from_native(&code) }.map_err(err)?;
+                let (priced, unscheduled) = price(
+                    models,
+                    twin.name(),
+                    &code,
+                    &twin.nest(&offer),
+                    &offer,
+                    residency,
+                )?;
+                cands.push(Candidate {
+                    name: twin.name(),
+                    arm: arm.name(),
+                    kernel: GemmCall { kernel, args },
+                    priced,
+                    unscheduled,
+                    code,
+                });
+            }
+        }
+        // One contract, one set of bits: a body that disagrees with the
+        // first arm would be measured doing other work.
+        let mut want: Option<Vec<u32>> = None;
+        for cand in &cands {
+            cand.kernel.call();
+            let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+            match &want {
+                None => want = Some(got),
+                Some(w) if *w != got => {
+                    return Err(format!(
+                        "{FAMILY} {geometry}: {} does not give {}'s bits",
+                        cand.name, cands[0].name
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let streamed = residency == Residency::Streamed;
+        let l1 = cands[0].priced.level == MemoryLevel::L1;
+        let measured = measure_interleaved(&cands, rounds, l1, |g: &GemmCall| {
+            g.call();
+            black_box(g.args.c);
+        });
+        for (cand, t) in cands.iter().zip(measured) {
+            rows_out.push(row(FAMILY, cand, geometry.clone(), streamed, t, mca));
+        }
+        // The bodies read these until here.
+        drop((operands, a, b, c));
+    }
+    Ok(())
+}
+
 fn row<K>(
     family: &'static str,
     c: &Candidate<K>,
@@ -597,9 +800,15 @@ fn row<K>(
 fn mca_price<K>(c: &Candidate<K>, cache: &mut McaCache) -> Option<f64> {
     let p = &c.priced;
     let mut total = p.model_cycles;
+    let bytes = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        c.code.bytes.hash(&mut h);
+        h.finish()
+    };
     for l in &p.loops {
         let cpi = *cache
-            .entry((c.name, l.head))
+            .entry((c.name, l.head, bytes))
             .or_insert_with(|| mca_cycles_per_iteration(&c.code, &l.body));
         let cpi = cpi?;
         total += l.iterations * (cpi - l.cycles_per_iteration);
@@ -914,10 +1123,31 @@ fn by_geometry(rows: &[Row]) -> Vec<Vec<&Row>> {
 /// [`TWIN_GAP`], how many of them the cheaper-priced twin is the faster one
 /// in (an exact price tie is wrong), and how many are priced exactly alike.
 fn twin_decisions(group: &[&Row]) -> (usize, usize, usize) {
-    let twins: Vec<&&Row> = group.iter().filter(|r| r.candidate != r.arm).collect();
+    let twins: Vec<&Row> = group
+        .iter()
+        .copied()
+        .filter(|r| r.candidate != r.arm)
+        .collect();
+    gapped_pairs(&twins)
+}
+
+/// [`twin_decisions`] over the arms at one geometry (the planner's first
+/// stage; only a family with several arms has such pairs).
+fn arm_decisions(group: &[&Row]) -> (usize, usize, usize) {
+    let arms: Vec<&Row> = group
+        .iter()
+        .copied()
+        .filter(|r| r.candidate == r.arm)
+        .collect();
+    gapped_pairs(&arms)
+}
+
+/// Pairs of `cands` whose measured gap exceeds [`TWIN_GAP`], those the
+/// cheaper-priced one wins, and those priced exactly alike.
+fn gapped_pairs(cands: &[&Row]) -> (usize, usize, usize) {
     let (mut pairs, mut right, mut tied) = (0, 0, 0);
-    for (i, a) in twins.iter().enumerate() {
-        for b in &twins[i + 1..] {
+    for (i, a) in cands.iter().enumerate() {
+        for b in &cands[i + 1..] {
             let (fast, slow) = if a.measured <= b.measured {
                 (a, b)
             } else {
@@ -958,25 +1188,60 @@ fn cheapest<'a>(group: &[&'a Row]) -> Vec<&'a Row> {
         .collect()
 }
 
-/// Whether the lowest price at one geometry is shared without the arm
-/// (the planner then races the tied candidates).
-fn tied_without_arm(group: &[&Row]) -> bool {
-    let tied = cheapest(group);
-    tied.len() > 1 && tied.iter().all(|r| r.candidate != r.arm)
+/// One stage of the planner's choice among `cands`: the cheapest; on an
+/// exact tie `reference` (the shipped arm, or the chosen arm) if it is
+/// among the tied, else as `tie` says. Whether the tied raced, too.
+fn stage<'a>(cands: &[&'a Row], reference: Option<&Row>, tie: Tie) -> (&'a Row, bool) {
+    let tied = cheapest(cands);
+    if let Some(r) = reference.and_then(|r| tied.iter().copied().find(|t| std::ptr::eq(*t, r))) {
+        return (r, false);
+    }
+    let first = tied.first().copied().unwrap_or(cands[0]);
+    if tied.len() < 2 {
+        return (first, false);
+    }
+    let picked = match tie {
+        Tie::Race => fastest(&tied),
+        Tie::First => first,
+    };
+    (picked, true)
 }
 
-/// The candidate picked at one geometry: the cheapest price; on an exact
-/// tie the arm if it is among the tied (the planner keeps the shipped
-/// arm), else as `tie` says.
+/// The planner's two stages at one geometry: the arm chosen among the
+/// arms (the first listed is the shipped one), the body chosen among that
+/// arm and its twins, and whether either stage raced. `None` for the arm
+/// when the group has none (every body then competes at once).
+fn stages<'a>(group: &[&'a Row], tie: Tie) -> (Option<&'a Row>, &'a Row, bool) {
+    let arms: Vec<&Row> = group
+        .iter()
+        .copied()
+        .filter(|r| r.candidate == r.arm)
+        .collect();
+    let Some(&shipped) = arms.first() else {
+        let (body, raced) = stage(group, None, tie);
+        return (None, body, raced);
+    };
+    let (arm, raced_arms) = stage(&arms, Some(shipped), tie);
+    let bodies: Vec<&Row> = group
+        .iter()
+        .copied()
+        .filter(|r| r.arm == arm.candidate)
+        .collect();
+    let (body, raced_bodies) = stage(&bodies, Some(arm), tie);
+    (Some(arm), body, raced_arms || raced_bodies)
+}
+
+/// Whether the planner races at one geometry: a stage's lowest price is
+/// shared without its reference (twins on one roofline floor).
+fn raced(group: &[&Row]) -> bool {
+    stages(group, Tie::Race).2
+}
+
+/// The candidate picked at one geometry (module docs: the planner's two
+/// stages), an exact tie without the stage's reference settled as `tie`
+/// says.
 fn pick<'a>(group: &[&'a Row], tie: Tie) -> &'a Row {
-    let tied = cheapest(group);
-    if let Some(arm) = tied.iter().find(|r| r.candidate == r.arm) {
-        return arm;
-    }
-    match tie {
-        Tie::Race => fastest(&tied),
-        Tie::First => tied.first().copied().unwrap_or(group[0]),
-    }
+    stages(group, tie).1
 }
 
 /// The measured fastest candidate at one geometry.
@@ -1017,8 +1282,15 @@ struct Summary {
     twin_tied: usize,
     /// Of `twin_pairs`, those the cheaper-priced twin wins.
     twin_right: usize,
+    /// Arm-vs-arm pairs at one geometry past [`TWIN_GAP`].
+    arm_pairs: usize,
+    /// Of `arm_pairs`, those the cheaper-priced arm wins.
+    arm_right: usize,
+    /// Of `arm_pairs`, those priced exactly alike (counted wrong).
+    arm_tied: usize,
     regret: Option<f64>,
-    /// Geometries whose lowest price twins share without the arm (raced).
+    /// Geometries where a stage's lowest price is shared without its
+    /// reference (raced).
     raced: usize,
     /// `regret` with such ties taken by the first listed instead.
     regret_first: Option<f64>,
@@ -1092,6 +1364,12 @@ fn summarize(rows: &[Row]) -> Summary {
         .fold((0, 0, 0), |(p, r, t), (gp, gr, gt)| {
             (p + gp, r + gr, t + gt)
         });
+    let (arm_pairs, arm_right, arm_tied) = groups
+        .iter()
+        .map(|g| arm_decisions(g))
+        .fold((0, 0, 0), |(p, r, t), (gp, gr, gt)| {
+            (p + gp, r + gr, t + gt)
+        });
     let decided: Vec<&Vec<&Row>> = groups.iter().filter(|g| g.len() >= 2).collect();
     let regrets: Vec<f64> = decided.iter().map(|g| regret(g, Tie::Race)).collect();
     let regrets_first: Vec<f64> = decided.iter().map(|g| regret(g, Tie::First)).collect();
@@ -1106,8 +1384,11 @@ fn summarize(rows: &[Row]) -> Summary {
         twin_decision: (twin_pairs > 0).then(|| twin_right as f64 / twin_pairs as f64),
         twin_tied,
         twin_right,
+        arm_pairs,
+        arm_right,
+        arm_tied,
         regret: mean(&regrets),
-        raced: decided.iter().filter(|g| tied_without_arm(g)).count(),
+        raced: decided.iter().filter(|g| raced(g)).count(),
         regret_first: mean(&regrets_first),
         spearman_within: mean(&within),
         pairs: rows.len(),
@@ -1122,6 +1403,65 @@ fn summarize(rows: &[Row]) -> Summary {
         l1_error_on_mca_rows: (!same.is_empty())
             .then(|| same.iter().sum::<f64>() / same.len() as f64),
     }
+}
+
+/// One line per `f32.gemm` geometry: the arm and the body the planner's
+/// two stages pick against the measured fastest, and the regret; then
+/// the GEMM rows' own decision figures.
+fn print_gemm_decisions(rows: &[Row], seconds: f64) {
+    let short = |r: &Row| r.candidate.trim_start_matches("f32.gemm.").to_owned();
+    let gemm: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.family == weft_gemm::FAMILY)
+        .cloned()
+        .collect();
+    if gemm.is_empty() {
+        return;
+    }
+    for g in by_geometry(&gemm) {
+        let (arm, body, raced) = stages(&g, Tie::Race);
+        let arms: Vec<&Row> = g.iter().copied().filter(|r| r.candidate == r.arm).collect();
+        let fast_arm = fastest(&arms);
+        let best = fastest(&g);
+        println!(
+            "gemm {}: arm {} (fastest arm {}{}); body {} {:.0}/{:.0} (fastest {} {:.0}/{:.0}){}; \
+             regret {:.1}%",
+            g[0].geometry,
+            arm.map_or("-".to_owned(), short),
+            short(fast_arm),
+            if arm.is_some_and(|a| std::ptr::eq(a, fast_arm)) {
+                ""
+            } else {
+                ", wrong"
+            },
+            short(body),
+            body.predicted,
+            body.measured,
+            short(best),
+            best.predicted,
+            best.measured,
+            if raced { ", raced" } else { "" },
+            100.0 * regret(&g, Tie::Race)
+        );
+    }
+    let s = summarize(&gemm);
+    let opt = |v: Option<f64>| v.map_or("n/a".into(), |e| format!("{e:.3}"));
+    println!(
+        "gemm rows ({seconds:.0} s; priced/measured cycles above): twin_pairs={} ({} tied) \
+         twin_decision={} arm_pairs={} ({} tied) arm_decision={} regret={} (raced at {}; the \
+         first listed of the tied instead: {}) spearman_within={} spearman={:.3}",
+        s.twin_pairs,
+        s.twin_tied,
+        opt(s.twin_decision),
+        s.arm_pairs,
+        s.arm_tied,
+        opt((s.arm_pairs > 0).then(|| s.arm_right as f64 / s.arm_pairs as f64)),
+        opt(s.regret),
+        s.raced,
+        opt(s.regret_first),
+        opt(s.spearman_within),
+        s.spearman,
+    );
 }
 
 /// Run the comparison and print every row, the figures and the summary.
@@ -1181,8 +1521,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut mca = McaCache::new();
     q8_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     elementwise_rows(&host, &models, rounds, &mut rows, &mut mca)?;
+    let t = std::time::Instant::now();
+    gemm_rows(&host, &models, rounds, &mut rows, &mut mca)?;
+    let gemm_seconds = t.elapsed().as_secs_f64();
     println!(
-        "{:<17} {:<32} {:<16} {:<9} {:>13} {:>13} {:>7} {:>13} {:>7}",
+        "{:<17} {:<34} {:<16} {:<9} {:>13} {:>13} {:>7} {:>13} {:>7}",
         "family",
         "candidate",
         "geometry",
@@ -1195,7 +1538,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     );
     for r in &rows {
         println!(
-            "{:<17} {:<32} {:<16} {:<9} {:>13.0} {:>13.0} {:>+6.1}% {:>13.0} {:>7}",
+            "{:<17} {:<34} {:<16} {:<9} {:>13.0} {:>13.0} {:>+6.1}% {:>13.0} {:>7}",
             r.family,
             r.candidate,
             r.geometry,
@@ -1228,6 +1571,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             );
         }
     }
+    print_gemm_decisions(&rows, gemm_seconds);
     println!(
         "issue rate of an add/vector-add mix: {issue_before:.1} per cycle before, {:.1} after \
          (6 when the core is not shared with a busy sibling)",
@@ -1278,7 +1622,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .then(|| s.twin_right as f64 / (s.twin_pairs - s.twin_tied) as f64))
     );
     println!(
-        "regret: at {} geometries twins share the lowest price without the arm (a shared \
+        "arm pairs with a measured gap over {:.0}%: arm_pairs={}, {} priced exactly alike \
+         (counted wrong): arm_decision={}",
+        TWIN_GAP * 100.0,
+        s.arm_pairs,
+        s.arm_tied,
+        opt((s.arm_pairs > 0).then(|| s.arm_right as f64 / s.arm_pairs as f64))
+    );
+    println!(
+        "regret: at {} geometries candidates share the lowest price without the arm (a shared \
          roofline floor) and the planner races them (counted as the fastest of the tied); \
          taking the first listed instead: regret={}",
         s.raced,
@@ -1368,7 +1720,7 @@ mod tests {
         let group: Vec<&Row> = g.iter().collect();
         assert_eq!(pick(&group, Tie::Race).candidate, "arm");
         assert!((regret(&group, Tie::Race) - 1.0).abs() < 1e-12);
-        assert!(!tied_without_arm(&group));
+        assert!(!raced(&group));
     }
 
     #[test]
@@ -1379,11 +1731,46 @@ mod tests {
             at("g", "t2", 50.0, 40.0), // wins the race of the tied
         ];
         let group: Vec<&Row> = g.iter().collect();
-        assert!(tied_without_arm(&group));
+        assert!(raced(&group));
         assert_eq!(pick(&group, Tie::Race).candidate, "t2");
         assert!((regret(&group, Tie::Race) - 0.25).abs() < 1e-12);
         assert_eq!(pick(&group, Tie::First).candidate, "t1");
         assert!((regret(&group, Tie::First) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn with_several_arms_the_pick_takes_the_cheapest_arm_then_its_cheapest_body() {
+        let g = [
+            r("a1", "a1", 100.0, 70.0), // the shipped arm, cheapest arm
+            r("t1", "a1", 40.0, 50.0),  // picked, and the fastest
+            r("a2", "a2", 90.0, 80.0),
+            r("t2", "a2", 60.0, 30.0), // cheapest of all, but a2 loses stage one
+        ];
+        let group: Vec<&Row> = g.iter().collect();
+        assert_eq!(pick(&group, Tie::Race).candidate, "t1");
+        assert_eq!(regret(&group, Tie::Race), 0.0);
+        assert!(!raced(&group));
+        // a2 is 10% faster than a1 and priced dearer; t1 is faster than t2
+        // and priced dearer: one wrong pair each.
+        assert_eq!(arm_decisions(&group), (1, 0, 0));
+        assert_eq!(twin_decisions(&group), (1, 0, 0));
+        let s = summarize(&g);
+        assert_eq!((s.arm_pairs, s.arm_right, s.arm_tied), (1, 0, 0));
+        // Arms tied with the shipped one: it is kept, no race.
+        let tie = [r("a1", "a1", 100.0, 70.0), r("a2", "a2", 50.0, 70.0)];
+        let group: Vec<&Row> = tie.iter().collect();
+        assert_eq!(pick(&group, Tie::Race).candidate, "a1");
+        assert!(!raced(&group));
+        // Arms tied without it race; the first listed otherwise.
+        let tie = [
+            r("a1", "a1", 100.0, 90.0),
+            r("a2", "a2", 80.0, 70.0),
+            r("a3", "a3", 50.0, 70.0),
+        ];
+        let group: Vec<&Row> = tie.iter().collect();
+        assert!(raced(&group));
+        assert_eq!(pick(&group, Tie::Race).candidate, "a3");
+        assert_eq!(pick(&group, Tie::First).candidate, "a2");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod bench_attention;
 mod bench_decode;
 mod bench_elementwise;
+mod bench_gemm;
 mod bench_gguf_load;
 mod bench_loopnest;
 mod bench_plan;
@@ -126,6 +127,12 @@ enum Bench {
     Decode(DecodeArgs),
     /// Elements/ns of the exp/erf arms, twins and glibc.
     Elementwise,
+    /// GFLOP/s of f32 C = A·B: the planner's pick, every twin and arm, the gemm crate, matrixmultiply, OpenBLAS and the FMA peak, 1 and 2 threads.
+    Gemm {
+        /// A subset of the shapes (512³, 1024³, some projections, one convolution), fewer rounds.
+        #[arg(long)]
+        quick: bool,
+    },
     /// ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads.
     GgufLoad,
     /// ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain Rust loops.
@@ -215,6 +222,7 @@ const COMMANDS: &[&str] = &[
     "bench attention",
     "bench decode",
     "bench elementwise",
+    "bench gemm",
     "bench gguf-load",
     "bench loopnest",
     "bench plan",
@@ -277,6 +285,7 @@ impl Command {
                         },
                         value(&d.peer_model, "peer-model"),
                     ]),
+                    Bench::Gemm { quick } => v.push(flag(*quick, "quick")),
                     Bench::Plan(p) => v.extend([
                         Some(format!("--sites={}", p.sites)),
                         Some(format!("--rounds={}", p.rounds)),
@@ -316,6 +325,7 @@ impl Bench {
             Bench::Attention => "attention",
             Bench::Decode(_) => "decode",
             Bench::Elementwise => "elementwise",
+            Bench::Gemm { .. } => "gemm",
             Bench::GgufLoad => "gguf-load",
             Bench::Loopnest => "loopnest",
             Bench::Plan(_) => "plan",
@@ -366,6 +376,7 @@ fn run(command: &Command) -> Result<(), String> {
             Bench::Attention => bench_attention::run(&args),
             Bench::Decode(_) => bench_decode::run(&args),
             Bench::Elementwise => bench_elementwise::run(&args),
+            Bench::Gemm { .. } => bench_gemm::run(&args),
             Bench::GgufLoad => bench_gguf_load::run(&args),
             Bench::Loopnest => bench_loopnest::run(&args),
             Bench::Plan(_) => bench_plan::run(&args),
@@ -441,6 +452,8 @@ mod tests {
             "bench decode --neighbour",
             "bench decode --peer=PATH/llama-bench --peer-model=smol-q8_0.gguf",
             "bench elementwise",
+            "bench gemm",
+            "bench gemm --quick",
             "bench gguf-load",
             "bench loopnest",
             "bench plan",
@@ -504,6 +517,7 @@ mod tests {
             "bench",
             "bench nonesuch",
             "bench attention extra",
+            "bench gemm --slow",
             "bench q8-matvec prefill",
             "bench decode --peer-model=x.gguf",
             "peer frobnicate",
@@ -555,6 +569,7 @@ mod tests {
             "--rounds",
             "--warm",
             "--rebuilt",
+            "--quick",
             "token",
         ] {
             assert!(
