@@ -677,7 +677,12 @@ fn gemm_rows(
                 continue;
             }
             let arm = GemmArm(kind);
-            let offer = weft_gemm::arm::offer(kind, &site).map_err(err)?;
+            // The direct arm leaves a site whose B is given at plan time to
+            // the packing arms, as the planner would see it.
+            let offer = match weft_gemm::arm::offer(kind, &site) {
+                Err(r) if kind == ArmKind::Direct && r.name() == "unsupported-geometry" => continue,
+                other => other.map_err(err)?,
+            };
             residency = gemm_residency(&models.host, offer.bytes_moved);
             let ops =
                 SiteOperands::new(offer.packed.first(), offer.views.as_ref(), k, n).map_err(err)?;

@@ -160,6 +160,16 @@ pub fn offer(kind: ArmKind, site: &Site) -> Result<Offer, Refusal> {
                 reason: "B is n × k: only a packing arm reads it".to_owned(),
             })
         }
+        // A constant B is the packing arms' to serve: packed once at plan
+        // time, a panel gives a tile one cache line per k step where rows
+        // give a line ldb·4 bytes from the last; so the arms' choice
+        // follows what the site gives, and prices decide between the
+        // packing arms only.
+        ArmKind::Direct if site.operand("b").is_some() => {
+            return Err(Refusal::UnsupportedGeometry {
+                reason: "B is given at plan time: a packing arm serves it".to_owned(),
+            })
+        }
         ArmKind::Direct => {}
         ArmKind::Panels | ArmKind::SmallM => {
             if kind == ArmKind::SmallM && m > SMALL_M_MAX {
@@ -516,11 +526,10 @@ pub fn build_function(target: &Target, kind: ArmKind, (mr, nv): (usize, usize)) 
     };
     let zero = b.ins().iconst(ptr, 0);
     b.def_var(env.var_kb, zero);
-    // An empty rectangle reads and writes nothing.
-    let rows_any = b.ins().icmp(IntCC::UnsignedLessThan, m_start, m_end);
-    let cols_any = b.ins().icmp(IntCC::UnsignedLessThan, n_start, n_end);
-    let any = b.ins().band(rows_any, cols_any);
-    b.ins().brif(any, kb_body, &[], exit, &[]);
+    // No early exit for an empty rectangle: its loops run zero times (a
+    // branch here would only halve the cost model's estimate of how often
+    // the body runs).
+    b.ins().jump(kb_body, &[]);
 
     // One k block (at least one, so k = 0 still writes β⊗C or +0).
     b.switch_to_block(kb_body);

@@ -53,8 +53,9 @@
 //! Each arm is a distinct way to walk the same arithmetic, chosen for a
 //! kind of shape (module [`arm`]):
 //!
-//! - `f32.gemm.arm.direct`: B in rows (no plan-time operand needed),
-//!   register tiles of 4 rows × 8 columns, `k` blocked by [`KC`].
+//! - `f32.gemm.arm.direct`: B in rows, given at run time (a site whose B
+//!   is given at plan time is left to the packing arms), register tiles
+//!   of 4 rows × 8 columns, `k` blocked by [`KC`].
 //! - `f32.gemm.arm.panels`: B packed into panels at plan time, the same
 //!   tiles; the panel's 16 columns are contiguous per `k`, so one tile
 //!   reads one cache line per step instead of strided rows.
@@ -544,7 +545,7 @@ impl SiteOperands {
 /// The family as a planner registers it: three arms sharing one contract,
 /// each with its twins (all ISAs; the planner keeps what the host runs),
 /// its check and its micro-race bench. `direct` is first: it serves every
-/// site with B in rows, with or without a plan-time operand.
+/// site whose B comes at run time; the packing arms serve the others.
 pub fn entry() -> weft_kernel::FamilyEntry {
     use std::sync::Arc;
     use weft_kernel::{ArmEntry, Twin};

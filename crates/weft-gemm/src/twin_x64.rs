@@ -9,8 +9,8 @@
 //! One emitter serves every arm; a twin is an arm kind, a register tile of
 //! `rows × 16·vectors` and the host's calling convention:
 //!
-//! - **Tile**: `rows · vectors ≤ 24` zmm accumulators (12 × 32 and
-//!   6 × 64 for `direct` and `panels`, 8 × 32 and 4 × 64 for `small_m`),
+//! - **Tile**: `rows · vectors ≤ 24` zmm accumulators (12 × 32 for
+//!   `direct` and `panels`, 8 × 32 and 4 × 64 for `small_m`),
 //!   `vectors` zmm of B per `k` step, and each row's A element broadcast
 //!   by its own `vbroadcastss` into a rotating register, then FMAs from
 //!   registers. Folding the broadcast into the FMA (`dword_bcst`) was
@@ -42,8 +42,8 @@ use std::sync::Arc;
 
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
-    cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9,
-    rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, ymmword_ptr, zmmword_ptr, AsmMemoryOperand,
+    cl, dword_ptr, eax, ecx, edx, k1, k2, k3, k4, k5, qword_ptr, r10, r11, r12, r13, r14, r15, r8,
+    r9, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, ymmword_ptr, zmmword_ptr, AsmMemoryOperand,
     AsmRegister64, AsmRegisterZmm, CodeLabel,
 };
 use weft_x64::regs::{XMM, YMM, ZMM};
@@ -143,7 +143,12 @@ impl GemmX64 {
 /// The x64 twins of `kind`'s offer.
 pub fn twins(kind: ArmKind) -> Vec<Arc<dyn Twin>> {
     let tiles: &[(u8, u8)] = match kind {
-        ArmKind::Direct | ArmKind::Panels => &[(12, 2), (6, 4)],
+        // 6 × 64 was measured 5–15% behind 12 × 32 at every direct and
+        // panels shape on a Golden Cove-class host (four B streams from
+        // L2 a k step against two), which weft-cost, modelling ports and
+        // not L2 streams, priced the other way round; it stays for
+        // small_m, where a tile has at most 8 rows anyway.
+        ArmKind::Direct | ArmKind::Panels => &[(12, 2)],
         ArmKind::SmallM => &[(8, 2), (4, 4)],
     };
     tiles
@@ -170,9 +175,7 @@ unsafe impl Twin for GemmX64 {
         }
         match (self.kind, self.rows, self.vectors) {
             (Direct, 12, 2) => "f32.gemm.twin.avx512.direct.12x32",
-            (Direct, 6, 4) => "f32.gemm.twin.avx512.direct.6x64",
             (Panels, 12, 2) => "f32.gemm.twin.avx512.panels.12x32",
-            (Panels, 6, 4) => "f32.gemm.twin.avx512.panels.6x64",
             (SmallM, 8, 2) => "f32.gemm.twin.avx512.small_m.8x32",
             (SmallM, 4, 4) => "f32.gemm.twin.avx512.small_m.4x64",
             _ => "f32.gemm.twin.avx512.custom",
@@ -252,24 +255,56 @@ pub fn nest(tier: Tier, (rows, vectors): (usize, usize), m: u64, n: u64, k: u64)
     let kk = k / blocks;
     let col_blocks = n.div_ceil(NC_X64);
     let cols = n.min(NC_X64).div_ceil(16 * vectors as u64);
+    // AVX-512 sweeps first copy A's rows (16 floats a step); AVX2 sweeps
+    // hold two tiles, full and masked: a second k loop.
+    let (packs, masked) = (tier == Tier::Avx512, tier == Tier::Avx2);
     let mut one = vec![
         t("k_blocks", blocks, 0),
         t("column_blocks", col_blocks, 1),
         t("row_tiles", m / rows as u64, 2),
-        t("column_tiles", cols, 3),
-        t("k", kk, 4),
     ];
-    // AVX2 sweeps hold two tiles, full and masked: a second k loop.
-    let masked = tier == Tier::Avx2;
-    if masked {
-        one.push(t("k_masked", kk, 4));
+    if packs {
+        one.push(t("pack_a", kk / 16, 3));
     }
+    let tail = (n.min(NC_X64) % 16).div_ceil(8);
+    let sweep = |depth: u32| -> Vec<LoopTrip> {
+        let (full, k) = (t("column_tiles", cols, depth), t("k", kk, depth + 1));
+        if masked {
+            // The AVX2 sweep: masked head (none for a whole call), whole
+            // 16-column tiles, masked tail.
+            let (full, k) = (t("column_tiles", n.min(NC_X64) / 16, depth), k);
+            vec![
+                t("masked_head", 0, depth),
+                t("k", kk, depth + 1),
+                full,
+                k,
+                t("masked_tail", tail, depth),
+                t("k", kk, depth + 1),
+            ]
+        } else {
+            vec![full, k]
+        }
+    };
+    one.extend(sweep(3));
+    // A leftover height runs at this geometry when m's remainder holds it
+    // (8, 4, 2, 1 in turn); otherwise its sweep runs zero tiles.
+    let mut rem = m % rows as u64;
     for h in [8usize, 4, 2, 1] {
         if h < rows {
-            one.push(t("leftover_column_tiles", cols, 2));
-            one.push(t("k", kk, 3));
-            if masked {
-                one.push(t("k_masked", kk, 3));
+            let used = rem >= h as u64;
+            if used {
+                rem -= h as u64;
+            }
+            if packs {
+                one.push(t("leftover_pack_a", if used { kk / 16 } else { 0 }, 2));
+            }
+            if used {
+                one.extend(sweep(2));
+            } else {
+                one.extend(sweep(2).into_iter().map(|l| LoopTrip {
+                    trips: if l.depth == 2 { 0 } else { l.trips },
+                    ..l
+                }));
             }
         }
     }
@@ -302,7 +337,15 @@ const S_JEND: i32 = 48;
 const S_ALPHA8: i32 = 64;
 const S_SCALE8: i32 = 96;
 const S_IOTA8: i32 = 128;
-const FRAME: i32 = 160;
+const S_BUF: i32 = 160;
+const FRAME: i32 = 192;
+
+/// Bytes between two rows of the packed copy of A: a k block of floats
+/// and one cache line more, so rows do not alias in L1 sets.
+const PACKED_ROW: i32 = 4 * KC_X64 as i32 + 64;
+
+/// The packed copy of A: 12 rows, and 64 bytes to align it.
+const PACKED_BYTES: i32 = 12 * PACKED_ROW + 64;
 
 /// A zmm with vector `v`'s opmask (k1..k4), zeroing.
 fn masked_z(z: AsmRegisterZmm, v: usize) -> AsmRegisterZmm {
@@ -444,20 +487,11 @@ fn tile(
     }
     e.set_label(&mut loaded)?;
 
-    // A's rows: a + ROW·lda·4 + kb·4, then +4·lda4 per group of four rows.
+    // A's rows come from the sweep's packed copy (`pack_a`).
     {
         let a = e.asm();
-        a.mov(PA[0], ROW)?;
-        a.imul_2(PA[0], LDA4)?;
+        a.mov(PA[0], qword_ptr(rsp + S_BUF))?;
         a.mov(rax, qword_ptr(rsp + S_KB))?;
-        a.lea(PA[0], qword_ptr(PA[0] + rax * 4))?;
-        a.add(PA[0], qword_ptr(ARGS + offsets::A))?;
-        if rows > 4 {
-            a.lea(PA[1], qword_ptr(PA[0] + LDA4 * 4))?;
-        }
-        if rows > 8 {
-            a.lea(PA[2], qword_ptr(PA[1] + LDA4 * 4))?;
-        }
         // B at (kb, COL).
         if kind.packs_b() {
             // ((COL / 16) · k + kb) · 64
@@ -489,7 +523,7 @@ fn tile(
         }
         for r in 0..rows {
             let t = z.t(r);
-            a.vbroadcastss(t, a_elem(r))?;
+            a.vbroadcastss(t, dword_ptr(PA[0] + PACKED_ROW * r as i32))?;
             if !alpha_one {
                 a.vmulps(t, t, z.alpha())?;
             }
@@ -497,9 +531,7 @@ fn tile(
                 a.vfmadd231ps(z.acc(r, v), z.b(v), t)?;
             }
         }
-        for pa in PA.iter().take(rows.div_ceil(4)) {
-            a.add(*pa, 4)?;
-        }
+        a.add(PA[0], 4)?;
         a.add(PB, BSTEP)?;
         a.dec(rcx)?;
     }
@@ -520,6 +552,62 @@ fn tile(
     Ok((head, back))
 }
 
+/// Copy the k block of A's rows `ROW .. ROW + rows` into the stack
+/// buffer, row `r` at `r · PACKED_ROW` bytes: 16 floats a step for every
+/// row, then the `kc % 16` rest under k5. The tiles then broadcast A from
+/// one pointer with constant displacements (no index register, so the
+/// loads stay micro-fused) and from rows whose stride is not a multiple
+/// of 4 KiB (rows of a 1024-wide A all fall in one L1 set otherwise).
+fn pack_a(e: &mut Emitter, rows: usize) -> Result<(), EmitError> {
+    let tmp = ZMM[29];
+    let a = e.asm();
+    a.mov(PA[0], ROW)?;
+    a.imul_2(PA[0], LDA4)?;
+    a.mov(rax, qword_ptr(rsp + S_KB))?;
+    a.lea(PA[0], qword_ptr(PA[0] + rax * 4))?;
+    a.add(PA[0], qword_ptr(ARGS + offsets::A))?;
+    if rows > 4 {
+        a.lea(PA[1], qword_ptr(PA[0] + LDA4 * 4))?;
+    }
+    if rows > 8 {
+        a.lea(PA[2], qword_ptr(PA[1] + LDA4 * 4))?;
+    }
+    a.mov(rdx, qword_ptr(rsp + S_BUF))?;
+    a.mov(rcx, qword_ptr(rsp + S_KC))?;
+    a.shr(rcx, 4)?;
+    let mut top = e.create_label();
+    let mut done = e.create_label();
+    e.asm().test(rcx, rcx)?;
+    e.asm().je(done)?;
+    e.set_label(&mut top)?;
+    let a = e.asm();
+    for r in 0..rows {
+        let src = a_elem(r);
+        a.vmovups(tmp, zmmword_ptr(src))?;
+        a.vmovups(zmmword_ptr(rdx + PACKED_ROW * r as i32), tmp)?;
+    }
+    for pa in PA.iter().take(rows.div_ceil(4)) {
+        a.add(*pa, 64)?;
+    }
+    a.add(rdx, 64)?;
+    a.dec(rcx)?;
+    a.jne(top)?;
+    e.set_label(&mut done)?;
+    // The rest: k5 = (1 << (kc % 16)) - 1.
+    let a = e.asm();
+    a.mov(rcx, qword_ptr(rsp + S_KC))?;
+    a.and(ecx, 15)?;
+    a.mov(eax, 1)?;
+    a.shl(eax, cl)?;
+    a.dec(eax)?;
+    a.kmovw(k5, eax)?;
+    for r in 0..rows {
+        a.vmovups(tmp.k5().z(), zmmword_ptr(a_elem(r)))?;
+        a.vmovups(zmmword_ptr(rdx + PACKED_ROW * r as i32).k5(), tmp)?;
+    }
+    Ok(())
+}
+
 /// The column tiles of one row tile of `rows` rows at `ROW`.
 fn column_sweep(
     e: &mut Emitter,
@@ -532,6 +620,7 @@ fn column_sweep(
     if tier == Tier::Avx2 {
         return avx2::column_sweep(e, kind, rows, alpha_one);
     }
+    pack_a(e, rows)?;
     let mut top = e.create_label();
     let mut done = e.create_label();
     e.asm().mov(COL, qword_ptr(rsp + S_JB))?;
@@ -674,19 +763,34 @@ fn emit(
         let from = e.args_reg();
         e.asm().mov(ARGS, from)?;
     }
-    e.asm().sub(rsp, FRAME)?;
+    // The frame, and (AVX-512) the packed copy of A above it, probed a
+    // page at a time downwards so a guard page below the stack is hit
+    // in order, never jumped over.
+    let frame = FRAME
+        + if tier == Tier::Avx512 {
+            PACKED_BYTES
+        } else {
+            0
+        };
+    e.asm().sub(rsp, frame)?;
+    for off in (0..frame).step_by(4096).rev() {
+        e.asm().or(qword_ptr(rsp + off), 0)?;
+    }
+    if tier == Tier::Avx512 {
+        e.asm().lea(rax, qword_ptr(rsp + FRAME + 63))?;
+        e.asm().and(rax, -64)?;
+        e.asm().mov(qword_ptr(rsp + S_BUF), rax)?;
+    }
     let mut exit = e.create_label();
     let mut general = e.create_label();
     let (_, vectors) = tile;
     {
         let a = e.asm();
-        // An empty rectangle reads and writes nothing.
-        a.mov(rax, qword_ptr(ARGS + offsets::M_START))?;
-        a.cmp(rax, qword_ptr(ARGS + offsets::M_END))?;
-        a.jae(exit)?;
+        // No early exit for an empty rectangle: its row loops run zero
+        // times, or its column tiles are masked to nothing (nothing of C
+        // is read or written either way); a branch here would only halve
+        // the cost model's estimate of how often the body runs.
         a.mov(rax, qword_ptr(ARGS + offsets::N_START))?;
-        a.cmp(rax, qword_ptr(ARGS + offsets::N_END))?;
-        a.jae(exit)?;
         // Column tiles start at n_start, or (panels) where the vector
         // that holds it starts: its panel (zmm) or half panel (ymm).
         if kind.packs_b() {
@@ -726,7 +830,7 @@ fn emit(
     e.set_label(&mut general)?;
     body(&mut e, tier, kind, tile, false, exit)?;
     e.set_label(&mut exit)?;
-    e.asm().add(rsp, FRAME)?;
+    e.asm().add(rsp, frame)?;
     e.epilogue()?;
     Ok((e.finish()?, head, back))
 }
@@ -735,43 +839,66 @@ fn emit(
 mod avx2 {
     use super::*;
 
-    /// `rows × 16` tiles while a whole one fits at a column it may start
-    /// at; otherwise one `rows × 8` tile masked to the rectangle.
+    /// Three loops, so each has its own trip count: masked `rows × 8`
+    /// tiles until a whole tile may start (at `n_start`, and for panels
+    /// on a panel's first column: at most one tile), whole `rows × 16`
+    /// tiles while one fits, masked tiles for the rest (at most two).
     pub(super) fn column_sweep(
         e: &mut Emitter,
         kind: ArmKind,
         rows: usize,
         alpha_one: bool,
     ) -> Result<(CodeLabel, CodeLabel), EmitError> {
-        let mut top = e.create_label();
-        let mut done = e.create_label();
-        let mut masked = e.create_label();
         e.asm().mov(COL, qword_ptr(rsp + S_JB))?;
-        e.set_label(&mut top)?;
+        // The head: masked tiles while COL < n_start or (panels) COL is
+        // in a panel's second half, inside the block.
+        let mut head_top = e.create_label();
+        // `top` (whole tiles) and `tail_top` follow the loops before them
+        // directly: those loops exit by jumping there.
+        let mut top = e.create_label();
+        let mut tail_top = e.create_label();
+        e.set_label(&mut head_top)?;
         {
             let a = e.asm();
             a.cmp(COL, qword_ptr(rsp + S_JEND))?;
-            a.jae(done)?;
+            a.jae(top)?;
+            a.xor(eax, eax)?;
+            a.cmp(COL, qword_ptr(ARGS + offsets::N_START))?;
+            a.setb(weft_x64::iced_x86::code_asm::al)?;
+            if kind.packs_b() {
+                a.mov(rdx, COL)?;
+                a.and(edx, 8)?;
+                a.or(rax, rdx)?;
+            }
+            a.test(rax, rax)?;
+            a.je(top)?;
+        }
+        mask(e)?;
+        tile(e, kind, rows, alpha_one, true)?;
+        e.asm().add(COL, 8)?;
+        e.asm().jmp(head_top)?;
+        // Whole tiles.
+        e.set_label(&mut top)?;
+        {
+            let a = e.asm();
             a.mov(rax, qword_ptr(rsp + S_JEND))?;
             a.sub(rax, COL)?;
             a.cmp(rax, 16)?;
-            a.jb(masked)?;
-            a.cmp(COL, qword_ptr(ARGS + offsets::N_START))?;
-            a.jb(masked)?;
-            if kind.packs_b() {
-                a.test(COL, 15)?;
-                a.jnz(masked)?;
-            }
+            a.jl(tail_top)?;
         }
         let labels = tile(e, kind, rows, alpha_one, false)?;
         e.asm().add(COL, 16)?;
         e.asm().jmp(top)?;
-        e.set_label(&mut masked)?;
+        // The tail.
+        let mut tail_done = e.create_label();
+        e.set_label(&mut tail_top)?;
+        e.asm().cmp(COL, qword_ptr(rsp + S_JEND))?;
+        e.asm().jae(tail_done)?;
         mask(e)?;
         tile(e, kind, rows, alpha_one, true)?;
         e.asm().add(COL, 8)?;
-        e.asm().jmp(top)?;
-        e.set_label(&mut done)?;
+        e.asm().jmp(tail_top)?;
+        e.set_label(&mut tail_done)?;
         Ok(labels)
     }
 

@@ -398,7 +398,16 @@ mod on_aarch64 {
         for twin in TWINS {
             let mm = if twin.kind() == ArmKind::SmallM { 8 } else { m };
             let offer = GemmArm(twin.kind())
-                .offer(&site(mm, n, k, BLayout::Rows, Some(&b)), &Host::detect())
+                .offer(
+                    &site(
+                        mm,
+                        n,
+                        k,
+                        BLayout::Rows,
+                        twin.kind().packs_b().then_some(&b[..]),
+                    ),
+                    &Host::detect(),
+                )
                 .expect("offer");
             let code = twin.emit(&offer).expect("emits");
             // SAFETY: an f32.gemm twin body honours the leaf ABI for
