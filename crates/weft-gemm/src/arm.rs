@@ -95,21 +95,33 @@ fn flags() -> MemFlagsData {
     f
 }
 
-/// The member views of a site: `m` when there are rows enough for two
-/// threads' worth of granules, else `n`.
+/// The member views of a site: the axis whose split into two parts (the
+/// executor's usual count on the machines Weft targets) leaves the larger
+/// part smallest, `m` on a tie (each thread then reads half of A and all
+/// of B, which packing made contiguous). `small_m` splits `n`: its tile
+/// is every row.
 pub fn views(kind: ArmKind, m: u64, n: u64) -> MemberViews {
-    if kind != ArmKind::SmallM && m >= 2 * M_GRANULE {
-        MemberViews {
-            axis: "m".to_owned(),
-            extent: m,
-            granule: M_GRANULE,
-        }
+    let along = |axis: &str, extent: u64, granule: u64| MemberViews {
+        axis: axis.to_owned(),
+        extent,
+        granule,
+    };
+    let (by_m, by_n) = (along("m", m, M_GRANULE), along("n", n, N_GRANULE));
+    if kind == ArmKind::SmallM {
+        return by_n;
+    }
+    // The larger part's share of its axis, compared without division.
+    let largest = |v: &MemberViews| {
+        v.split(2)
+            .iter()
+            .map(|r| r.end - r.start)
+            .max()
+            .unwrap_or(0)
+    };
+    if largest(&by_m) * n <= largest(&by_n) * m {
+        by_m
     } else {
-        MemberViews {
-            axis: "n".to_owned(),
-            extent: n,
-            granule: N_GRANULE,
-        }
+        by_n
     }
 }
 
