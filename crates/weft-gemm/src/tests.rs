@@ -525,13 +525,15 @@ fn every_avx2_twin_matches_its_arm_bit_for_bit() {
     }
 }
 
-/// Threads split the axis that halves most evenly: 64 rows at a granule of
-/// 24 would split 48 + 16, so a 64 × 1536 site splits its columns; a
-/// square one splits rows (a tie keeps `m`); small_m always splits `n`.
+/// Threads split rows unless that is far less even than columns: 64 rows
+/// at a granule of 24 would split 48 + 16, so a 64 × 1536 site splits its
+/// columns; 1024 rows split 528 + 496, close enough to keep rows; small_m
+/// always splits `n`.
 #[test]
 fn views_split_the_axis_that_halves_most_evenly() {
     assert_eq!(arm::views(ArmKind::Panels, 64, 1536).axis, "n");
     assert_eq!(arm::views(ArmKind::Panels, 480, 480).axis, "m");
+    assert_eq!(arm::views(ArmKind::Panels, 1024, 1024).axis, "m");
     assert_eq!(arm::views(ArmKind::Direct, 1000, 40).axis, "m");
     assert_eq!(arm::views(ArmKind::SmallM, 8, 1536).axis, "n");
 }
