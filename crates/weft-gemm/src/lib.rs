@@ -65,10 +65,25 @@
 //!
 //! Twins ([`twin_x64`], [`twin_a64`]) take an arm's offer and emit wider
 //! tiles (AVX-512 up to 12 × 32, AVX2 6 × 16, NEON 6 × 16) over the same
-//! layout. Threads split C along `m` (granule [`M_GRANULE`]) or, when `m`
-//! is small, along `n` (granule [`N_GRANULE`]); each part is the
-//! same sequence of operations on its own outputs, so any split gives the
-//! unsplit bits.
+//! layout. Threads split C along `m` (granule [`M_GRANULE`]) or, when
+//! splitting `m` in two would be far from even, along `n` (granule
+//! [`N_GRANULE`]); each part is the same sequence of operations on its own
+//! outputs, so any split gives the unsplit bits.
+//!
+//! Why three arms and not the seven an arm per textbook blocking would
+//! give: an arm is a layout and a contract the planner chooses, while
+//! tiles, cache blocking and the copying of A belong to the bodies. So a
+//! register-blocked arm without packing is `direct`; GotoBLAS-style
+//! packing of A is what the AVX-512 twins do inside every body (A's rows
+//! copied per `k` block to a padded stack buffer) with B packed at plan
+//! time by `panels`; B transposed (`n × k`, the GGUF weight layout) is a
+//! packing source of `panels` and `small_m`, not a layout a body reads;
+//! a tiny-matrix arm would be `direct` with its loops unrolled, which the
+//! twins' leftover tiles already cover. Two arms are left for later, each
+//! with a contract of its own: a `k` split with a reduction (another
+//! summation order, for shapes with little `m × n` and much `k`, which
+//! the LLM's projections are not) and a runtime B given transposed (a dot
+//! product along `k`, lanes in the sum).
 //!
 //! # Example
 //!
