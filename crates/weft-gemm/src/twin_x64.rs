@@ -338,6 +338,7 @@ const S_ALPHA8: i32 = 64;
 const S_SCALE8: i32 = 96;
 const S_IOTA8: i32 = 128;
 const S_BUF: i32 = 160;
+const S_KSTEP: i32 = 168;
 const FRAME: i32 = 192;
 
 /// Bytes between two rows of the packed copy of A: a k block of floats
@@ -669,10 +670,10 @@ fn body(
     e.set_label(&mut kb_top)?;
     {
         let a = e.asm();
-        // kc = min(k - kb, KC_X64)
+        // kc = min(k - kb, the balanced step)
         a.mov(rax, qword_ptr(ARGS + offsets::K))?;
         a.sub(rax, qword_ptr(rsp + S_KB))?;
-        a.mov(ecx, KC_X64 as u32)?;
+        a.mov(rcx, qword_ptr(rsp + S_KSTEP))?;
         a.cmp(rax, rcx)?;
         a.cmova(rax, rcx)?;
         a.mov(qword_ptr(rsp + S_KC), rax)?;
@@ -746,7 +747,7 @@ fn body(
     a.jb(jb_top)?;
     // Next k block (a do-while: k = 0 runs one block of depth 0).
     a.mov(rax, qword_ptr(rsp + S_KB))?;
-    a.add(rax, KC_X64 as i32)?;
+    a.add(rax, qword_ptr(rsp + S_KSTEP))?;
     a.mov(qword_ptr(rsp + S_KB), rax)?;
     a.cmp(rax, qword_ptr(ARGS + offsets::K))?;
     a.jb(kb_top)?;
@@ -799,6 +800,7 @@ fn emit(
     }
     let mut exit = e.create_label();
     let mut general = e.create_label();
+    let mut kstep_done = e.create_label();
     let (_, vectors) = tile;
     {
         let a = e.asm();
@@ -813,6 +815,22 @@ fn emit(
             a.and(rax, if tier == Tier::Avx2 { -8 } else { -16 })?;
         }
         a.mov(qword_ptr(rsp + S_COL0), rax)?;
+        // The k step: k split into ⌈k / KC_X64⌉ blocks of equal depth (the
+        // last up to one less), so no block is a short tail whose tiles pay
+        // their C loads and stores for a few steps (k = 576: three of 192,
+        // not 256 + 256 + 64). k = 0 takes KC_X64 (one empty block).
+        a.mov(rax, qword_ptr(ARGS + offsets::K))?;
+        a.lea(rcx, qword_ptr(rax + (KC_X64 as i32 - 1)))?;
+        a.shr(rcx, KC_X64.trailing_zeros())?;
+        a.mov(qword_ptr(rsp + S_KSTEP), KC_X64 as i32)?;
+        a.test(rcx, rcx)?;
+        a.je(kstep_done)?;
+        a.lea(rax, qword_ptr(rax + rcx - 1))?;
+        a.xor(edx, edx)?;
+        a.div(rcx)?;
+        a.mov(qword_ptr(rsp + S_KSTEP), rax)?;
+        e.set_label(&mut kstep_done)?;
+        let a = e.asm();
         a.mov(LDA4, qword_ptr(ARGS + offsets::LDA))?;
         a.shl(LDA4, 2)?;
         a.lea(LDA12, qword_ptr(LDA4 + LDA4 * 2))?;
