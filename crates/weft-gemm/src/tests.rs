@@ -8,17 +8,10 @@ use crate::validation::{cases, GemmCase};
 use crate::*;
 
 fn reference_output(case: &GemmCase) -> Vec<f32> {
-    let (m, _, k) = case.shape;
     let mut c = case.c.0.clone();
-    let a = MatRef {
-        data: &case.a.0[case.a.1..],
-        rows: m,
-        cols: k,
-        ld: case.a.2,
-    };
     let (b, bo, ldb) = (&case.b.0, case.b.1, case.b.2);
     reference::gemm(
-        a,
+        case.a(),
         |kk, j| b[bo + kk * ldb + j],
         &mut c[case.c.1..],
         case.c.2,
@@ -56,7 +49,7 @@ fn every_arm_meets_the_reference_on_every_case() {
         for (ci, case) in cases(11, kind.packs_b()).iter().enumerate() {
             let want = reference_output(case);
             let mut c = case.c.0.clone();
-            let args = validation_args(case, &mut c);
+            let args = case.args(&mut c).unwrap();
             // SAFETY: checked by GemmArgs::new against live buffers.
             unsafe { kernel.call(&args) };
             if let Some(i) = (0..c.len()).find(|&i| !same(c[i], want[i])) {
@@ -73,36 +66,6 @@ fn every_arm_meets_the_reference_on_every_case() {
             }
         }
     }
-}
-
-fn validation_args(case: &GemmCase, c: &mut [f32]) -> GemmArgs {
-    let (m, n, k) = case.shape;
-    let a = MatRef {
-        data: &case.a.0[case.a.1..],
-        rows: m,
-        cols: k,
-        ld: case.a.2,
-    };
-    let b = match &case.packed {
-        Some(p) => BRef::Panels(p),
-        None => BRef::Rows(MatRef {
-            data: &case.b.0[case.b.1..],
-            rows: k,
-            cols: n,
-            ld: case.b.2,
-        }),
-    };
-    GemmArgs::new(
-        a,
-        b,
-        &mut c[case.c.1..],
-        case.c.2,
-        case.scale,
-        case.rows.clone(),
-        case.cols.clone(),
-        case.axis,
-    )
-    .unwrap()
 }
 
 /// Packing puts `(kk, j)` where the layout says, reads an `n × k` B as

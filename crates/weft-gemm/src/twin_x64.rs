@@ -36,7 +36,8 @@
 //!
 //! Frame: SysV or Win64 ([`GemmX64::with_abi`]); the argument pointer is
 //! kept in `rdi`; `rbx`, `rbp`, `r12`–`r15` (and on Win64 `rdi`, `rsi`,
-//! `xmm6`–`xmm15`) are saved; 64 bytes of stack hold the loop state.
+//! `xmm6`–`xmm15`) are saved; 192 bytes of stack hold the loop state, and
+//! (AVX-512) about 13 KiB above them the copy of A's rows.
 
 use std::sync::Arc;
 
@@ -386,6 +387,46 @@ impl Zregs {
     }
 }
 
+/// C's tile at (`ROW`, `COL`): its address in rax, C's row stride in
+/// bytes in rdx.
+fn c_tile(e: &mut Emitter) -> Result<(), EmitError> {
+    let a = e.asm();
+    a.mov(rax, qword_ptr(ARGS + offsets::LDC))?;
+    a.imul_2(rax, ROW)?;
+    a.add(rax, COL)?;
+    a.shl(rax, 2)?;
+    a.add(rax, qword_ptr(ARGS + offsets::C))?;
+    a.mov(rdx, qword_ptr(ARGS + offsets::LDC))?;
+    a.shl(rdx, 2)?;
+    Ok(())
+}
+
+/// PB = B's vector at (kb, `COL`), kb from its slot: rows layout
+/// `(kb · ldb + COL) · 4`; panels `((COL / 16) · k + kb) · 64 + (COL % 16)
+/// · 4` (the last term is zero for a zmm tile, which starts on a panel;
+/// a ymm tile may start half-way). Clobbers rax, rdx.
+fn b_start(e: &mut Emitter, kind: ArmKind) -> Result<(), EmitError> {
+    let a = e.asm();
+    a.mov(rax, qword_ptr(rsp + S_KB))?;
+    if kind.packs_b() {
+        a.mov(PB, COL)?;
+        a.shr(PB, 4)?;
+        a.imul_2(PB, qword_ptr(ARGS + offsets::K))?;
+        a.add(PB, rax)?;
+        a.shl(PB, 6)?;
+        a.mov(rdx, COL)?;
+        a.and(rdx, 15)?;
+        a.lea(PB, qword_ptr(PB + rdx * 4))?;
+    } else {
+        a.mov(PB, rax)?;
+        a.imul_2(PB, qword_ptr(ARGS + offsets::LDB))?;
+        a.add(PB, COL)?;
+        a.shl(PB, 2)?;
+    }
+    a.add(PB, qword_ptr(ARGS + offsets::B))?;
+    Ok(())
+}
+
 /// A's element `kk` of tile row `r` (the row pointers advance with `kk`).
 fn a_elem(r: usize) -> AsmMemoryOperand {
     let base = PA[r / 4];
@@ -459,18 +500,6 @@ fn tile(
     let z = Zregs { vectors };
     let mut zero_init = e.create_label();
     let mut loaded = e.create_label();
-    // C's tile pointer: c + ROW·ldc·4 + COL·4, in rax.
-    let c_tile = |e: &mut Emitter| -> Result<(), EmitError> {
-        let a = e.asm();
-        a.mov(rax, qword_ptr(ARGS + offsets::LDC))?;
-        a.imul_2(rax, ROW)?;
-        a.add(rax, COL)?;
-        a.shl(rax, 2)?;
-        a.add(rax, qword_ptr(ARGS + offsets::C))?;
-        a.mov(rdx, qword_ptr(ARGS + offsets::LDC))?;
-        a.shl(rdx, 2)?;
-        Ok(())
-    };
     e.asm().cmp(qword_ptr(rsp + S_USE_C), 0)?;
     e.asm().je(zero_init)?;
     c_tile(e)?;
@@ -497,27 +526,8 @@ fn tile(
     e.set_label(&mut loaded)?;
 
     // A's rows come from the sweep's packed copy (`pack_a`).
-    {
-        let a = e.asm();
-        a.mov(PA[0], qword_ptr(rsp + S_BUF))?;
-        a.mov(rax, qword_ptr(rsp + S_KB))?;
-        // B at (kb, COL).
-        if kind.packs_b() {
-            // ((COL / 16) · k + kb) · 64
-            a.mov(PB, COL)?;
-            a.shr(PB, 4)?;
-            a.imul_2(PB, qword_ptr(ARGS + offsets::K))?;
-            a.add(PB, rax)?;
-            a.shl(PB, 6)?;
-        } else {
-            // (kb · ldb + COL) · 4
-            a.mov(PB, rax)?;
-            a.imul_2(PB, qword_ptr(ARGS + offsets::LDB))?;
-            a.add(PB, COL)?;
-            a.shl(PB, 2)?;
-        }
-        a.add(PB, qword_ptr(ARGS + offsets::B))?;
-    }
+    e.asm().mov(PA[0], qword_ptr(rsp + S_BUF))?;
+    b_start(e, kind)?;
     // The next column tile's C lines, fetched while this tile runs: its
     // rows are ldc apart (4 KiB in a 1024-wide C), which the hardware
     // prefetchers do not follow, and after the first k block they come
@@ -1023,17 +1033,6 @@ mod avx2 {
         let (t, msk) = (YMM[14], YMM[15]);
         let mut zero_init = e.create_label();
         let mut loaded = e.create_label();
-        let c_tile = |e: &mut Emitter| -> Result<(), EmitError> {
-            let a = e.asm();
-            a.mov(rax, qword_ptr(ARGS + offsets::LDC))?;
-            a.imul_2(rax, ROW)?;
-            a.add(rax, COL)?;
-            a.shl(rax, 2)?;
-            a.add(rax, qword_ptr(ARGS + offsets::C))?;
-            a.mov(rdx, qword_ptr(ARGS + offsets::LDC))?;
-            a.shl(rdx, 2)?;
-            Ok(())
-        };
         e.asm().cmp(qword_ptr(rsp + S_USE_C), 0)?;
         e.asm().je(zero_init)?;
         c_tile(e)?;
@@ -1070,25 +1069,9 @@ mod avx2 {
             if rows > 4 {
                 a.lea(PA[1], qword_ptr(PA[0] + LDA4 * 4))?;
             }
-            if kind.packs_b() {
-                // ((COL / 16) · k + kb) · 64 + (COL % 16) · 4
-                a.mov(PB, COL)?;
-                a.shr(PB, 4)?;
-                a.imul_2(PB, qword_ptr(ARGS + offsets::K))?;
-                a.add(PB, rax)?;
-                a.shl(PB, 6)?;
-                a.mov(rdx, COL)?;
-                a.and(rdx, 15)?;
-                a.lea(PB, qword_ptr(PB + rdx * 4))?;
-            } else {
-                a.mov(PB, rax)?;
-                a.imul_2(PB, qword_ptr(ARGS + offsets::LDB))?;
-                a.add(PB, COL)?;
-                a.shl(PB, 2)?;
-            }
-            a.add(PB, qword_ptr(ARGS + offsets::B))?;
-            a.mov(rcx, qword_ptr(rsp + S_KC))?;
         }
+        b_start(e, kind)?;
+        e.asm().mov(rcx, qword_ptr(rsp + S_KC))?;
         let mut head = e.create_label();
         let mut back = e.create_label();
         let mut done = e.create_label();

@@ -211,33 +211,45 @@ fn packs(offer: &Offer) -> bool {
     offer.packed.iter().any(|p| p.name == "b")
 }
 
-fn args_for(case: &GemmCase, c: &mut [f32]) -> Result<GemmArgs, Refusal> {
-    let (m, n, k) = case.shape;
-    let a = MatRef {
-        data: &case.a.0[case.a.1..],
-        rows: m,
-        cols: k,
-        ld: case.a.2,
-    };
-    let b = match &case.packed {
-        Some(p) => BRef::Panels(p),
-        None => BRef::Rows(MatRef {
-            data: &case.b.0[case.b.1..],
-            rows: k,
-            cols: n,
-            ld: case.b.2,
-        }),
-    };
-    GemmArgs::new(
-        a,
-        b,
-        &mut c[case.c.1..],
-        case.c.2,
-        case.scale,
-        case.rows.clone(),
-        case.cols.clone(),
-        case.axis,
-    )
+impl GemmCase {
+    /// A as a matrix.
+    pub fn a(&self) -> MatRef<'_> {
+        let (m, _, k) = self.shape;
+        MatRef {
+            data: &self.a.0[self.a.1..],
+            rows: m,
+            cols: k,
+            ld: self.a.2,
+        }
+    }
+
+    /// B as a body reads it: the panels when the case packs, else rows.
+    pub fn b(&self) -> BRef<'_> {
+        let (_, n, k) = self.shape;
+        match &self.packed {
+            Some(p) => BRef::Panels(p),
+            None => BRef::Rows(MatRef {
+                data: &self.b.0[self.b.1..],
+                rows: k,
+                cols: n,
+                ld: self.b.2,
+            }),
+        }
+    }
+
+    /// The arguments of this case over `c` (a copy of its C buffer).
+    pub fn args(&self, c: &mut [f32]) -> Result<GemmArgs, Refusal> {
+        GemmArgs::new(
+            self.a(),
+            self.b(),
+            &mut c[self.c.1..],
+            self.c.2,
+            self.scale,
+            self.rows.clone(),
+            self.cols.clone(),
+            self.axis,
+        )
+    }
 }
 
 // SAFETY: `Args` is the `#[repr(C)]` struct of contracts naming ARGS_NAME,
@@ -262,7 +274,7 @@ unsafe impl Validation for GemmValidation {
     fn run(&self, kernel: &Kernel<GemmArgs>, case: &GemmCase) -> Result<Outputs, Refusal> {
         let mut c = case.c.0.clone();
         c.extend(std::iter::repeat_n(f32::from_bits(CANARY_F32), 16));
-        let args = args_for(case, &mut c)?;
+        let args = case.args(&mut c)?;
         // SAFETY: `GemmArgs::new` checked the extents against `case` and
         // `c`, which outlive the call.
         unsafe { kernel.call(&args) };
@@ -330,7 +342,7 @@ impl Bench for Prepared {
         // SAFETY: the caller promises `code` is a body built for a gemm
         // offer, which honours the leaf ABI for `GemmArgs`.
         let kernel = unsafe { Kernel::<GemmArgs>::from_placed(code.clone(), 0)? };
-        let args = args_for(&self.case, &mut self.c)?;
+        let args = self.case.args(&mut self.c)?;
         // SAFETY: `new` checked the extents against buffers owned by `self`.
         unsafe { kernel.call(&args) };
         Ok(())
