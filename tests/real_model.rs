@@ -392,3 +392,40 @@ fn real_model_native_q8_0_file_is_the_loaded_q4_1_file_and_follows_llama_cpp() {
         }
     }
 }
+
+/// The real model's prompts fed in chunks (the engine's default, 8 tokens)
+/// and fed a token at a time give the same greedy continuation of
+/// [`REFERENCE_TOKENS`] tokens and the same digest of every logit
+/// returned, on the pinned prompts (each chat-wrapped too, so chunks are
+/// full and ragged).
+#[test]
+#[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
+fn real_model_chunked_prompts_continue_exactly_as_token_at_a_time_ones() {
+    let model = weft_llm::Model::open(&model_path(), 256).expect("the model loads");
+    let mut e = engine(&model);
+    let chunk = e.prefill_chunk();
+    assert!(
+        chunk > 1,
+        "the default chunk is {chunk}: nothing to compare"
+    );
+    for (prompt, _) in LLAMA_CPP_Q8_0 {
+        for raw in [true, false] {
+            let ids = model.prompt_tokens(prompt, raw);
+            let mut run = |tokens: usize| {
+                e.reset();
+                e.set_prefill_chunk(tokens).expect("chunk");
+                e.prefill(&ids).expect("prefill");
+                let mut out = Vec::new();
+                for _ in 0..REFERENCE_TOKENS {
+                    let next = e.argmax();
+                    out.push(next);
+                    e.step(next).expect("decode step");
+                }
+                (out, e.digest())
+            };
+            let chunked = run(chunk);
+            let one_by_one = run(1);
+            assert_eq!(chunked, one_by_one, "{prompt:?} ({} tokens)", ids.len());
+        }
+    }
+}

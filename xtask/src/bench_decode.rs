@@ -38,7 +38,7 @@
 //! ceiling_2t=LOOP`.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,15 +97,18 @@ fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
 }
 
-/// llama.cpp's `llama-bench` and the Q8_0 model it times.
-struct Peer {
-    bench: PathBuf,
-    model: PathBuf,
+/// llama.cpp's `llama-bench` and the Q8_0 model it times (shared with
+/// `bench prefill`).
+pub(crate) struct Peer {
+    pub(crate) bench: PathBuf,
+    pub(crate) model: PathBuf,
+    /// The command whose messages these are (`bench decode`, …).
+    who: &'static str,
 }
 
 impl Peer {
-    /// The peer the arguments name, if any.
-    fn from_args(args: &[String]) -> Result<Option<Peer>, String> {
+    /// The peer the arguments name, if any; `who` begins its messages.
+    pub(crate) fn from_args(args: &[String], who: &'static str) -> Result<Option<Peer>, String> {
         let value = |key: &str| {
             args.iter()
                 .find_map(|a| a.strip_prefix(key).map(PathBuf::from))
@@ -114,7 +117,7 @@ impl Peer {
             (Some(bench), _) => bench,
             (None, true) => crate::peer::program("llama-bench"),
             (None, false) if value("--peer-model=").is_some() => {
-                return Err("bench decode: --peer-model needs --peer".into())
+                return Err(format!("{who}: --peer-model needs --peer"))
             }
             (None, false) => return Ok(None),
         };
@@ -125,35 +128,34 @@ impl Peer {
         ] {
             if !path.exists() {
                 return Err(format!(
-                    "bench decode: {what} {} is missing; `{how}` makes it",
+                    "{who}: {what} {} is missing; `{how}` makes it",
                     path.display()
                 ));
             }
         }
-        Ok(Some(Peer { bench, model }))
+        Ok(Some(Peer { bench, model, who }))
     }
 
-    /// One generation of [`TOKENS`] tokens on `threads` threads; tokens/s.
-    fn round(&self, threads: usize) -> Result<f64, String> {
-        let out = Command::new(&self.bench)
+    /// Run `llama-bench -m MODEL EXTRA -r 1 -o jsonl -t THREADS` to its
+    /// end, whatever its exit status (an error only if it cannot start).
+    pub(crate) fn run(&self, extra: &[&str], threads: usize) -> Result<Output, String> {
+        Command::new(&self.bench)
             .arg("-m")
             .arg(&self.model)
-            .args([
-                "-p",
-                "0",
-                "-n",
-                &TOKENS.to_string(),
-                "-r",
-                "1",
-                "-o",
-                "jsonl",
-            ])
+            .args(extra)
+            .args(["-r", "1", "-o", "jsonl"])
             .args(["-t", &threads.to_string()])
             .output()
-            .map_err(|e| format!("bench decode: cannot run {}: {e}", self.bench.display()))?;
+            .map_err(|e| format!("{}: cannot run {}: {e}", self.who, self.bench.display()))
+    }
+
+    /// The rate (`avg_ts`, tokens/s) a run of [`Peer::run`] reported; an
+    /// error if it failed or printed none.
+    pub(crate) fn avg_ts_of(&self, out: &Output) -> Result<f64, String> {
+        let who = self.who;
         if !out.status.success() {
             return Err(format!(
-                "bench decode: {} failed ({}): {}",
+                "{who}: {} failed ({}): {}",
                 self.bench.display(),
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
@@ -166,17 +168,23 @@ impl Peer {
         let line = text
             .lines()
             .find(|l| l.trim_start().starts_with('{'))
-            .ok_or_else(|| {
-                format!(
-                    "bench decode: {} printed no JSON line",
-                    self.bench.display()
-                )
-            })?;
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| format!("bench decode: the peer's JSON line: {e}"))?;
+            .ok_or_else(|| format!("{who}: {} printed no JSON line", self.bench.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{who}: the peer's JSON line: {e}"))?;
         v.get("avg_ts")
             .and_then(serde_json::Value::as_f64)
-            .ok_or_else(|| "bench decode: the peer's JSON line has no avg_ts".to_owned())
+            .ok_or_else(|| format!("{who}: the peer's JSON line has no avg_ts"))
+    }
+
+    /// One run of `llama-bench` with `extra` (see [`Peer::run`]) on
+    /// `threads` threads; its `avg_ts`, tokens/s.
+    pub(crate) fn avg_ts(&self, extra: &[&str], threads: usize) -> Result<f64, String> {
+        self.avg_ts_of(&self.run(extra, threads)?)
+    }
+
+    /// One generation of [`TOKENS`] tokens on `threads` threads; tokens/s.
+    fn round(&self, threads: usize) -> Result<f64, String> {
+        self.avg_ts(&["-p", "0", "-n", &TOKENS.to_string()], threads)
     }
 }
 
@@ -204,7 +212,7 @@ impl Drop for Neighbour {
 pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
     let with_neighbour = args.iter().any(|a| a == "--neighbour");
-    let peer = Peer::from_args(args)?;
+    let peer = Peer::from_args(args, "bench decode")?;
     if offline && peer.is_some() {
         return Err(
             "bench decode: --peer times llama.cpp on SmolLM2; it cannot be compared with the embedded synthetic model (--offline)"

@@ -18,6 +18,7 @@ mod bench_gemm;
 mod bench_gguf_load;
 mod bench_loopnest;
 mod bench_plan;
+mod bench_prefill;
 mod bench_q8;
 mod ceiling;
 mod check_encodings;
@@ -139,6 +140,8 @@ enum Bench {
     Loopnest,
     /// ms to compile a SmolLM2-135M plan, cold (empty cache) and warm.
     Plan(PlanArgs),
+    /// Tokens/s and time to first token of 64- and 512-token prompts to SmolLM2-135M, chunked and a token at a time, 1 and 2 threads; int8 peak; time per site.
+    Prefill(PrefillArgs),
     /// µs/call, GB/s, GFLOP/s of the q8_0.matvec arm and twins next to a streaming read of the weights.
     #[command(name = "q8-matvec")]
     Q8Matvec {
@@ -157,6 +160,20 @@ struct DecodeArgs {
     /// Every timed round beside a process spinning on one core.
     #[arg(long)]
     neighbour: bool,
+    /// llama.cpp's llama-bench, run in the same rounds (default: the one `cargo xtask peer` built).
+    #[arg(long, value_name = "LLAMA_BENCH", num_args = 0..=1)]
+    peer: Option<Option<String>>,
+    /// The Q8_0 model llama.cpp times (default: the one `cargo xtask peer quantize` wrote).
+    #[arg(long, value_name = "Q8_0.gguf", requires = "peer")]
+    peer_model: Option<String>,
+}
+
+/// The options of `bench prefill`.
+#[derive(Args, Debug, PartialEq, Eq)]
+struct PrefillArgs {
+    /// Time the embedded model; do not fetch the real one.
+    #[arg(long)]
+    offline: bool,
     /// llama.cpp's llama-bench, run in the same rounds (default: the one `cargo xtask peer` built).
     #[arg(long, value_name = "LLAMA_BENCH", num_args = 0..=1)]
     peer: Option<Option<String>>,
@@ -226,6 +243,7 @@ const COMMANDS: &[&str] = &[
     "bench gguf-load",
     "bench loopnest",
     "bench plan",
+    "bench prefill",
     "bench q8-matvec",
     "fetch-model",
     "peer",
@@ -256,6 +274,11 @@ impl Command {
     fn module_args(&self) -> Vec<String> {
         let flag = |on: bool, name: &str| on.then(|| format!("--{name}"));
         let value = |v: &Option<String>, name: &str| v.as_ref().map(|v| format!("--{name}={v}"));
+        let peer = |p: &Option<Option<String>>| match p {
+            Some(Some(p)) => Some(format!("--peer={p}")),
+            Some(None) => Some("--peer".into()),
+            None => None,
+        };
         let args: Vec<Option<String>> = match self {
             Command::CheckEncodings {
                 write_golden,
@@ -278,11 +301,7 @@ impl Command {
                     Bench::Decode(d) => v.extend([
                         flag(d.offline, "offline"),
                         flag(d.neighbour, "neighbour"),
-                        match &d.peer {
-                            Some(Some(p)) => Some(format!("--peer={p}")),
-                            Some(None) => Some("--peer".into()),
-                            None => None,
-                        },
+                        peer(&d.peer),
                         value(&d.peer_model, "peer-model"),
                     ]),
                     Bench::Gemm { quick } => v.push(flag(*quick, "quick")),
@@ -291,6 +310,11 @@ impl Command {
                         Some(format!("--rounds={}", p.rounds)),
                         Some(format!("--warm={}", p.warm)),
                         Some(format!("--rebuilt={}", p.rebuilt)),
+                    ]),
+                    Bench::Prefill(p) => v.extend([
+                        flag(p.offline, "offline"),
+                        peer(&p.peer),
+                        value(&p.peer_model, "peer-model"),
                     ]),
                     Bench::Q8Matvec { section } => v.push(section.as_ref().map(value_name)),
                 }
@@ -329,6 +353,7 @@ impl Bench {
             Bench::GgufLoad => "gguf-load",
             Bench::Loopnest => "loopnest",
             Bench::Plan(_) => "plan",
+            Bench::Prefill(_) => "prefill",
             Bench::Q8Matvec { .. } => "q8-matvec",
         }
     }
@@ -380,6 +405,7 @@ fn run(command: &Command) -> Result<(), String> {
             Bench::GgufLoad => bench_gguf_load::run(&args),
             Bench::Loopnest => bench_loopnest::run(&args),
             Bench::Plan(_) => bench_plan::run(&args),
+            Bench::Prefill(_) => bench_prefill::run(&args),
             Bench::Q8Matvec { .. } => bench_q8::run(&args),
         },
         Command::FetchModel => fetch_model::run(&args),
@@ -458,6 +484,10 @@ mod tests {
             "bench loopnest",
             "bench plan",
             "bench plan --sites=20 --rounds=1 --warm=1 --rebuilt=0",
+            "bench prefill",
+            "bench prefill --offline",
+            "bench prefill --peer",
+            "bench prefill --peer=PATH/llama-bench --peer-model=smol-q8_0.gguf",
             "bench q8-matvec",
             "bench q8-matvec token",
             "fetch-model",
@@ -500,6 +530,17 @@ mod tests {
                 .module_args(),
             ["decode", "--neighbour", "--peer=X", "--peer-model=Y"]
         );
+        assert_eq!(parse("bench prefill").unwrap().module_args(), ["prefill"]);
+        assert_eq!(
+            parse("bench prefill --peer").unwrap().module_args(),
+            ["prefill", "--peer"]
+        );
+        assert_eq!(
+            parse("bench prefill --offline --peer X --peer-model Y")
+                .unwrap()
+                .module_args(),
+            ["prefill", "--offline", "--peer=X", "--peer-model=Y"]
+        );
         assert_eq!(
             parse("cost-calibrate --table t.table vfmadd")
                 .unwrap()
@@ -520,6 +561,10 @@ mod tests {
             "bench gemm --slow",
             "bench q8-matvec prefill",
             "bench decode --peer-model=x.gguf",
+            "bench prefill --peer-model=x.gguf",
+            "bench prefill --neighbour",
+            "bench prefill --quick",
+            "bench prefill 512",
             "peer frobnicate",
             "bench plan --sites=many",
             "exhaustive",

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use weft_llm::engine::{self, SITE_NAMES};
+use weft_llm::engine;
 use weft_llm::source::{self, Choice, Notice};
 use weft_llm::{Config, Engine, Model};
 use weft_plan::{CompiledPlan, Kind, Options};
@@ -82,6 +82,11 @@ struct RunArgs {
     /// Keep generating past end-of-turn tokens (for timing).
     #[arg(long)]
     ignore_eos: bool,
+    /// Prompt tokens per chunk (1 to 8; 1 feeds a token at a time).
+    /// Default: the prefill batch the plan is compiled for (8). The
+    /// logits do not depend on it.
+    #[arg(long)]
+    batch: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -171,7 +176,7 @@ fn config(args: &ModelArgs) -> Result<Config, String> {
 
 /// A progress bar for a plan compile (drawn only on a terminal).
 fn compile_bar() -> ProgressBar {
-    let bar = ProgressBar::new(SITE_NAMES.len() as u64);
+    let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("compiling plan {bar:30} {pos}/{len} sites {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -182,8 +187,11 @@ fn compile_bar() -> ProgressBar {
 /// Compile the plan of `c`, with the progress bar.
 fn compile(c: &Config) -> Result<CompiledPlan, String> {
     let bar = compile_bar();
-    let plan = engine::compile_plan(c, options()?, &mut |done, _| bar.set_position(done as u64))
-        .map_err(|e| e.to_string());
+    let plan = engine::compile_plan(c, options()?, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64)
+    })
+    .map_err(|e| e.to_string());
     bar.finish_and_clear();
     plan
 }
@@ -222,12 +230,20 @@ fn run(a: RunArgs) -> Result<(), String> {
         Arc::clone(&model.weights),
         options()?,
         threads,
-        &mut |done, _| bar.set_position(done as u64),
+        &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64)
+        },
     )
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
     let plan_s = t_plan.elapsed().as_secs_f64();
     cache_note(engine.plan());
+    if let Some(batch) = a.batch {
+        engine
+            .set_prefill_chunk(batch)
+            .map_err(|e| format!("{e} (--batch)"))?;
+    }
     let twins = engine
         .plan()
         .sites()
@@ -286,9 +302,11 @@ fn run(a: RunArgs) -> Result<(), String> {
     // after the prompt's.
     let steps = generated.saturating_sub(1);
     eprintln!(
-        "prompt: {} tokens in {prompt_s:.3} s ({:.1} tok/s)",
+        "prompt: {} tokens in {prompt_s:.3} s ({:.1} tok/s, chunks of {}); first token after {:.3} s",
         prompt.len(),
-        prompt.len() as f64 / prompt_s.max(1e-9)
+        prompt.len() as f64 / prompt_s.max(1e-9),
+        engine.prefill_chunk(),
+        prompt_s,
     );
     eprintln!(
         "decode: {steps} tokens in {decode_s:.3} s ({:.1} tok/s)",

@@ -23,6 +23,11 @@
 //! K and V projections write straight into the row for `p` and attention
 //! reads it with a position stride of `kv_dim`.
 //!
+//! A prompt runs the same flow over a chunk of `n ≤ 8` tokens at positions
+//! `p..p + n` with the prefill sites (see [`Engine`]): the activations are
+//! `n` rows, the K and V projections write the `n` cache rows at once, and
+//! attention takes `n` queries causally; the head runs for the last token.
+//!
 //! # One table of roles
 //!
 //! Each site is declared once, in the `roles!` table below: its kernel
@@ -107,6 +112,14 @@ pub enum EngineError {
     /// A prompt of no tokens: there is nothing to feed and no logits.
     #[error("empty-prompt: the prompt has no tokens")]
     EmptyPrompt,
+    /// A prompt chunk the plan has no sites for.
+    #[error("bad-chunk: {tokens} tokens per prompt chunk is not in 1..={most}")]
+    BadChunk {
+        /// Tokens asked for.
+        tokens: usize,
+        /// The prefill batch the plan was compiled for.
+        most: usize,
+    },
 }
 
 impl EngineError {
@@ -120,6 +133,7 @@ impl EngineError {
             EngineError::ContextFull { .. } => "context-full",
             EngineError::BadToken { .. } => "bad-token",
             EngineError::EmptyPrompt => "empty-prompt",
+            EngineError::BadChunk { .. } => "bad-chunk",
         }
     }
 }
@@ -141,7 +155,51 @@ impl Role {
     pub fn per_layer(&self) -> bool {
         self.label.starts_with(BLOCK)
     }
+
+    /// The role runs once per prompt chunk, over all of its tokens: the
+    /// embedding and every block's role. The head (output norm, its
+    /// quantiser, the output projection, argmax) runs for the chunk's last
+    /// token only, with the decode step's kernels.
+    pub fn batched(&self) -> bool {
+        self.per_layer() || self.label == SITE_NAMES[Slot::token_embd as usize]
+    }
 }
+
+/// Which kernels a [`Kernels`] holds: the decode step's (every role at
+/// one token) or the prefill's (batched roles at [`PREFILL_BATCH`] tokens,
+/// the head's from the decode set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KernelSet {
+    Decode,
+    Prefill,
+}
+
+impl KernelSet {
+    /// The plan's site index of `role` in this set: the decode sites come
+    /// first, in [`SITE_NAMES`] order, then the batched roles' prefill
+    /// sites in the same order.
+    fn index(self, role: usize) -> usize {
+        match self {
+            KernelSet::Prefill if ROLES[role].batched() => {
+                SITES + ROLES[..role].iter().filter(|r| r.batched()).count()
+            }
+            _ => role,
+        }
+    }
+
+    /// The label of that site.
+    fn label(self, role: usize) -> &'static str {
+        match self {
+            KernelSet::Prefill if ROLES[role].batched() => PREFILL_NAMES[role],
+            _ => SITE_NAMES[role],
+        }
+    }
+}
+
+/// Tokens a prefill site is compiled for: the largest batch the Q8_0
+/// matrix-vector contract admits, so each chunk of a prompt reads every
+/// weight once for up to this many tokens.
+pub const PREFILL_BATCH: usize = weft_q8::MAX_BATCH;
 
 /// An extent of the model that sizes a site, as [`Config`] holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +236,10 @@ macro_rules! roles {
         /// The labels of the plan's sites, in plan order.
         pub const SITE_NAMES: [&str; SITES] = [$($label),*];
 
+        /// The labels of the prefill sites: each role at the prefill batch
+        /// (only the roles [`Role::batched`] says run batched are sites).
+        pub const PREFILL_NAMES: [&str; SITES] = [$(concat!($label, "@prefill")),*];
+
         /// The plan's roles, in plan order (the order a step calls them).
         pub const ROLES: [Role; SITES] = [$(Role {
             label: $label,
@@ -201,12 +263,14 @@ macro_rules! roles {
         }
 
         impl Kernels {
-            fn new(plan: &CompiledPlan) -> Result<Kernels, PlanError> {
+            /// The kernels of `set`: each role's from the plan's site
+            /// `set.index(role)`, labelled as that site is.
+            fn new(plan: &CompiledPlan, set: KernelSet) -> Result<Kernels, PlanError> {
                 Ok(Kernels {
                     $($kernel: Kernel {
-                        code: plan.kernel(Slot::$kernel as usize)?,
-                        slot: Slot::$kernel as usize,
-                        label: $label,
+                        code: plan.kernel(set.index(Slot::$kernel as usize))?,
+                        slot: set.index(Slot::$kernel as usize),
+                        label: set.label(Slot::$kernel as usize),
                         tensor: concat!($label, ".weight"),
                         extents: roles!(@extents $($extents)?),
                     },)*
@@ -214,11 +278,14 @@ macro_rules! roles {
             }
         }
 
-        /// The declared sites, in plan order, each labelled.
-        fn declared_sites(s: &Shapes<'_>) -> Vec<Site> {
-            vec![$(
-                <$args as Declared>::site(roles!(@extents $($extents)?), s).with_label($label),
-            )*]
+        /// The declared sites at `s.rows` tokens, in plan order, each
+        /// labelled from `names`.
+        fn declared_sites(s: &Shapes<'_>, names: &[&'static str; SITES]) -> Vec<Site> {
+            let mut i = 0;
+            vec![$({
+                i += 1;
+                <$args as Declared>::site(roles!(@extents $($extents)?), s).with_label(names[i - 1])
+            },)*]
         }
 
         /// Elements of the matrices one step multiplies by (every layer's).
@@ -275,9 +342,11 @@ fn label(slot: Slot) -> &'static str {
 /// Keys the attention site is priced at (its body serves every `lk`).
 const ATTENTION_PRICE_LK: usize = 256;
 
-/// The shapes of the model's operations.
+/// The shapes of the model's operations over `rows` tokens at once (1
+/// for a decode step, a chunk's length for the prompt).
 #[derive(Clone, Debug)]
 struct Ops {
+    rows: usize,
     embed: EmbedQ8_0,
     norm: RmsNorm,
     rope: Rope,
@@ -287,7 +356,7 @@ struct Ops {
 }
 
 impl Ops {
-    fn new(c: &Config) -> Result<Ops, EngineError> {
+    fn new(c: &Config, rows: usize) -> Result<Ops, EngineError> {
         let at = |slot| {
             move |refusal| EngineError::Refused {
                 site: label(slot),
@@ -295,12 +364,13 @@ impl Ops {
             }
         };
         Ok(Ops {
-            embed: EmbedQ8_0::new(c.vocab, c.dim, 1).map_err(at(Slot::token_embd))?,
-            norm: RmsNorm::new(c.dim, 1).map_err(at(Slot::attn_norm))?,
-            rope: Rope::new(c.heads, c.kv_heads, c.head_dim(), c.rope_dims, 1)
+            rows,
+            embed: EmbedQ8_0::new(c.vocab, c.dim, rows).map_err(at(Slot::token_embd))?,
+            norm: RmsNorm::new(c.dim, rows).map_err(at(Slot::attn_norm))?,
+            rope: Rope::new(c.heads, c.kv_heads, c.head_dim(), c.rope_dims, rows)
                 .map_err(at(Slot::rope))?,
-            silu: SiluMul::new(c.hidden).map_err(at(Slot::ffn_silu_mul))?,
-            add: Add::new(c.dim).map_err(at(Slot::attn_residual))?,
+            silu: SiluMul::new(c.hidden * rows).map_err(at(Slot::ffn_silu_mul))?,
+            add: Add::new(c.dim * rows).map_err(at(Slot::attn_residual))?,
             argmax: Argmax::new(c.vocab).map_err(at(Slot::argmax))?,
         })
     }
@@ -357,7 +427,8 @@ impl Declared for Q8QuantizeArgs {
     const WEIGHTED: bool = false;
     fn site(cols: Extent, s: &Shapes<'_>) -> Site {
         let cols = cols.of(s.c) as u64;
-        Site::new(Family(quantize::FAMILY), quantize::geometry(cols, 1))
+        let batch = s.ops.rows as u64;
+        Site::new(Family(quantize::FAMILY), quantize::geometry(cols, batch))
     }
 }
 
@@ -367,8 +438,12 @@ impl Declared for Q8MatvecArgs {
     const WEIGHTED: bool = true;
     fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
         let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
-        Site::new(Family(weft_q8::FAMILY), weft_q8::geometry(rows, cols, 1))
-            .with_residency(s.weights)
+        let batch = s.ops.rows as u64;
+        Site::new(
+            Family(weft_q8::FAMILY),
+            weft_q8::geometry(rows, cols, batch),
+        )
+        .with_residency(s.weights)
     }
     fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
         rows.of(c) as u64 * cols.of(c) as u64
@@ -387,10 +462,11 @@ impl Declared for AttentionArgs {
     type Extents = ();
     const WEIGHTED: bool = false;
     fn site(_: (), s: &Shapes<'_>) -> Site {
-        let lk = ATTENTION_PRICE_LK.min(s.c.max_seq).max(1);
+        let lq = s.ops.rows;
+        let lk = ATTENTION_PRICE_LK.min(s.c.max_seq).max(lq);
         Site::new(
             Family(weft_attention::FAMILY),
-            attention_shape(s.c, lk).geometry(),
+            attention_shape(s.c, lq, lk).geometry(),
         )
     }
 }
@@ -419,15 +495,16 @@ impl Declared for ArgmaxArgs {
     }
 }
 
-/// The attention shape of a decode step with `lk` keys.
-fn attention_shape(c: &Config, lk: usize) -> AttentionShape {
+/// The attention shape of `lq` consecutive tokens, the last of which sees
+/// `lk` keys (a decode step: `lq = 1`).
+fn attention_shape(c: &Config, lq: usize, lk: usize) -> AttentionShape {
     AttentionShape {
         d: c.head_dim(),
-        lq: 1,
+        lq,
         lk,
         heads: c.heads,
         kv_heads: c.kv_heads,
-        q_offset: lk.saturating_sub(1),
+        q_offset: lk - lq,
         causal: true,
         scale: 1.0 / (c.head_dim() as f32).sqrt(),
         kv: KvType::F32,
@@ -453,16 +530,44 @@ pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
     }
 }
 
-/// The sites of `c`'s plan on this host, in plan order, each labelled as
-/// [`SITE_NAMES`] lists it.
+/// Tokens a prefill chunk of `c` holds at most: [`PREFILL_BATCH`], or
+/// the whole cache when it is shorter.
+pub fn prefill_batch(c: &Config) -> usize {
+    PREFILL_BATCH.min(c.max_seq).max(1)
+}
+
+/// The sites of `c`'s plan on this host, in plan order: every role at one
+/// token, labelled as [`SITE_NAMES`] lists them, then each batched role
+/// ([`Role::batched`]) at [`prefill_batch`] tokens, labelled as
+/// [`PREFILL_NAMES`] lists it.
 pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
-    let ops = Ops::new(c)?;
-    let shapes = Shapes {
-        c,
-        ops: &ops,
-        weights: weight_residency(c, weft_host::host()),
-    };
-    Ok(declared_sites(&shapes))
+    let weights = weight_residency(c, weft_host::host());
+    let one = Ops::new(c, 1)?;
+    let mut sites = declared_sites(
+        &Shapes {
+            c,
+            ops: &one,
+            weights,
+        },
+        &SITE_NAMES,
+    );
+    let chunk = Ops::new(c, prefill_batch(c))?;
+    let prefill = declared_sites(
+        &Shapes {
+            c,
+            ops: &chunk,
+            weights,
+        },
+        &PREFILL_NAMES,
+    );
+    sites.extend(
+        prefill
+            .into_iter()
+            .zip(ROLES)
+            .filter(|(_, role)| role.batched())
+            .map(|(site, _)| site),
+    );
+    Ok(sites)
 }
 
 /// The catalogue the model's plan draws from: the Q8_0 matrix-vector and
@@ -574,23 +679,26 @@ impl Kernel<RmsNormArgs> {
             .vector(self.tensor, layer)
             .ok_or_else(|| self.missing())?;
         let eps = weights.config.rms_eps;
-        let args = RmsNormArgs::new(&ops.norm, x, w, y, eps, 0..1);
+        let args = RmsNormArgs::new(&ops.norm, x, w, y, eps, 0..ops.rows);
         self.run(call, args)
     }
 }
 
 impl Kernel<Q8QuantizeArgs> {
-    /// `out = q8(x)`, `x` as wide as the role's extent.
+    /// `out = q8(x)` for each of the call's rows, `x` as wide as the
+    /// role's extent.
     fn quantize(&self, call: &mut Call<'_>, x: &[f32], out: &mut [u8]) -> Result<(), EngineError> {
         let cols = self.extents.of(&call.weights.config);
-        let args = Q8QuantizeArgs::new(x, out, cols, 1, 0..cols / BLOCK_LEN);
+        let rows = call.ops.rows;
+        let args = Q8QuantizeArgs::new(x, out, cols, rows, 0..rows * cols / BLOCK_LEN);
         self.run(call, args)
     }
 }
 
 impl Kernel<Q8MatvecArgs> {
-    /// `y = W · x`, `W` the role's matrix (of block `layer`), shaped as
-    /// the role's extents say (the geometry its kernel was compiled for).
+    /// `y = W · x` for each of the call's rows (`y[n · rows + r]`), `W`
+    /// the role's matrix (of block `layer`), shaped as the role's extents
+    /// say (the geometry its kernel was compiled for).
     fn matvec(
         &self,
         call: &mut Call<'_>,
@@ -602,12 +710,14 @@ impl Kernel<Q8MatvecArgs> {
         let c = &weights.config;
         let (rows, cols) = (self.extents.0.of(c), self.extents.1.of(c));
         let m = self.matrix(weights, layer)?;
-        let args = Q8MatvecArgs::from_slices(m.bytes(), x, y, (rows, cols, 1), 0..rows);
+        let batch = call.ops.rows;
+        let args = Q8MatvecArgs::from_slices(m.bytes(), x, y, (rows, cols, batch), 0..rows);
         self.run(call, args)
     }
 }
 
-/// The activations of one step and the KV cache.
+/// The activations of up to [`prefill_batch`] tokens (a decode step uses
+/// the first row of each) and the KV cache.
 struct State {
     x: Vec<f32>,
     h: Vec<f32>,
@@ -625,20 +735,25 @@ struct State {
     next: u32,
 }
 
+/// Bytes of `n` f32s as Q8_0 blocks.
+fn q8_bytes(n: usize) -> usize {
+    n / BLOCK_LEN * BLOCK_BYTES
+}
+
 impl State {
-    fn new(c: &Config) -> State {
-        let q8 = |n: usize| vec![0u8; n / BLOCK_LEN * BLOCK_BYTES];
+    fn new(c: &Config, rows: usize) -> State {
+        let f = |n: usize| vec![0.0f32; rows * n];
         let cache = || vec![vec![0.0f32; c.max_seq * c.kv_dim()]; c.layers];
         State {
-            x: vec![0.0; c.dim],
-            h: vec![0.0; c.dim],
-            hq: q8(c.dim),
-            q: vec![0.0; c.dim],
-            att: vec![0.0; c.dim],
-            proj: vec![0.0; c.dim],
-            gate: vec![0.0; c.hidden],
-            up: vec![0.0; c.hidden],
-            mq: q8(c.hidden),
+            x: f(c.dim),
+            h: f(c.dim),
+            hq: vec![0; rows * q8_bytes(c.dim)],
+            q: f(c.dim),
+            att: f(c.dim),
+            proj: f(c.dim),
+            gate: f(c.hidden),
+            up: f(c.hidden),
+            mq: vec![0; rows * q8_bytes(c.hidden)],
             logits: vec![0.0; c.vocab],
             keys: cache(),
             values: cache(),
@@ -648,11 +763,35 @@ impl State {
 }
 
 /// A model compiled to a plan, with its KV cache: feed tokens, get logits.
+///
+/// # The prompt in chunks
+///
+/// [`Engine::prefill`] feeds a prompt in chunks of up to
+/// [`Engine::prefill_chunk`] tokens (default [`prefill_batch`]): every
+/// batched role ([`Role::batched`]) runs once per chunk over all of its
+/// tokens, so each matrix product reads its weights once per chunk
+/// instead of once per token, and attention takes the chunk's queries
+/// causally (query `i` of a chunk at position `p` sees keys `0..=p + i`)
+/// after the chunk's keys and values are in the cache. Only the prompt's
+/// last token goes through the head.
+///
+/// Every site computes each token exactly as a one-token call does: the
+/// Q8_0 matrix-vector and quantiser contracts are per vector, the norms,
+/// RoPE (absolute positions), SiLU·mul and the residual adds are per row
+/// or per element, and attention computes each (head, query) alone over
+/// the same keys in the same blocks. So a chunked prompt gives **the same
+/// bits** as the prompt fed a token at a time (tested through
+/// [`Engine::digest`] at every chunk length), whatever the chunking.
 pub struct Engine {
     weights: Arc<Weights>,
     plan: CompiledPlan,
     kernels: Kernels,
-    ops: Ops,
+    prefill_kernels: Kernels,
+    /// `ops[n - 1]`: the operations over `n` tokens, `n` up to the
+    /// prefill batch.
+    ops: Vec<Ops>,
+    chunk: usize,
+    labels: Vec<&'static str>,
     rope_table: RopeTable,
     exec: Executor,
     state: State,
@@ -667,6 +806,7 @@ impl std::fmt::Debug for Engine {
             .field("config", &self.weights.config)
             .field("threads", &self.exec.threads())
             .field("pos", &self.pos)
+            .field("chunk", &self.chunk)
             .finish_non_exhaustive()
     }
 }
@@ -682,7 +822,10 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Engine, EngineError> {
         let c = &weights.config;
-        let ops = Ops::new(c)?;
+        let batch = prefill_batch(c);
+        let ops = (1..=batch)
+            .map(|n| Ops::new(c, n))
+            .collect::<Result<Vec<_>, _>>()?;
         let rope_table =
             RopeTable::new(f64::from(c.rope_base), c.rope_dims, c.max_seq).map_err(|refusal| {
                 EngineError::Refused {
@@ -691,13 +834,25 @@ impl Engine {
                 }
             })?;
         let plan = compile_plan(c, options, progress)?;
-        let kernels = Kernels::new(&plan)?;
+        let kernels = Kernels::new(&plan, KernelSet::Decode)?;
+        let prefill_kernels = Kernels::new(&plan, KernelSet::Prefill)?;
+        let labels = SITE_NAMES
+            .into_iter()
+            .chain(
+                (0..SITES)
+                    .filter(|&i| ROLES[i].batched())
+                    .map(|i| PREFILL_NAMES[i]),
+            )
+            .collect();
         Ok(Engine {
-            state: State::new(c),
+            state: State::new(c, batch),
             weights,
             plan,
             kernels,
+            prefill_kernels,
             ops,
+            chunk: batch,
+            labels,
             rope_table,
             exec: Executor::new(threads),
             pos: 0,
@@ -726,13 +881,31 @@ impl Engine {
         self.exec.threads()
     }
 
+    /// Tokens [`Engine::prefill`] feeds per chunk.
+    pub fn prefill_chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Feed prompts in chunks of `tokens` (`1..=`[`prefill_batch`]; 1
+    /// feeds a token at a time through the decode step's kernels);
+    /// [`EngineError::BadChunk`] otherwise. The logits do not depend on it.
+    pub fn set_prefill_chunk(&mut self, tokens: usize) -> Result<(), EngineError> {
+        let most = self.ops.len();
+        if !(1..=most).contains(&tokens) {
+            return Err(EngineError::BadChunk { tokens, most });
+        }
+        self.chunk = tokens;
+        Ok(())
+    }
+
     /// How many times the executor has run calls on the caller alone
     /// because splitting lost time (`weft_plan::Executor::solo_stretches`).
     pub fn solo_stretches(&self) -> u64 {
         self.exec.solo_stretches()
     }
 
-    /// SHA-256 of the bits of every logit of every step so far, in hex.
+    /// SHA-256 of the bits of every logit the engine has returned so far
+    /// (each step's, and each prompt's last token's), in hex.
     pub fn digest(&self) -> String {
         let d = self.digest.clone().finalize();
         d.iter().map(|b| format!("{b:02x}")).collect()
@@ -757,35 +930,50 @@ impl Engine {
         Ok(())
     }
 
-    /// Feed every token of `prompt` ([`EngineError::EmptyPrompt`] if it
-    /// has none, [`EngineError::ContextFull`] before any step if it does
-    /// not fit); returns the last one's logits.
+    /// Feed every token of `prompt` in chunks of [`Engine::prefill_chunk`]
+    /// (see the type's docs; [`EngineError::EmptyPrompt`] if it has none,
+    /// [`EngineError::ContextFull`] or [`EngineError::BadToken`] before any
+    /// token is fed); returns the last token's logits, the only ones
+    /// computed.
     pub fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], EngineError> {
-        let Some((&last, rest)) = prompt.split_last() else {
+        if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
-        };
-        self.ensure_room(prompt.len())?;
-        for &t in rest {
-            self.step(t)?;
         }
-        self.step(last)
+        self.ensure_room(prompt.len())?;
+        let vocab = self.weights.config.vocab;
+        if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
+            return Err(EngineError::BadToken { id, vocab });
+        }
+        let chunks = prompt.len().div_ceil(self.chunk);
+        for (i, chunk) in prompt.chunks(self.chunk).enumerate() {
+            self.forward(chunk, i + 1 == chunks)?;
+        }
+        Ok(&self.state.logits)
     }
 
     /// Feed `token` at the next position; returns its logits.
     pub fn step(&mut self, token: u32) -> Result<&[f32], EngineError> {
-        let w = Arc::clone(&self.weights);
-        let c = &w.config;
-        if token as usize >= c.vocab {
-            return Err(EngineError::BadToken {
-                id: token,
-                vocab: c.vocab,
-            });
+        let vocab = self.weights.config.vocab;
+        if token as usize >= vocab {
+            return Err(EngineError::BadToken { id: token, vocab });
         }
         self.ensure_room(1)?;
-        let p = self.pos;
-        let (kvd, hd) = (c.kv_dim(), c.head_dim());
+        self.forward(&[token], true)?;
+        Ok(&self.state.logits)
+    }
+
+    /// Feed `tokens` (checked ids, room checked) at the next positions,
+    /// each batched role once over all of them (the decode step's kernels
+    /// for one token, the prefill's for more); then, if `head`, the last
+    /// token's logits and greedy choice, hashed into the digest.
+    fn forward(&mut self, tokens: &[u32], head: bool) -> Result<(), EngineError> {
+        let w = Arc::clone(&self.weights);
+        let c = &w.config;
+        let (n, p) = (tokens.len(), self.pos);
+        let (dim, kvd, hd) = (c.dim, c.kv_dim(), c.head_dim());
         let Engine {
-            kernels: k,
+            kernels,
+            prefill_kernels,
             ops,
             rope_table,
             exec,
@@ -793,91 +981,110 @@ impl Engine {
             clock,
             ..
         } = self;
-        let ops = &*ops;
+        let k = if n == 1 { &*kernels } else { &*prefill_kernels };
+        let (one, ops) = (&ops[0], &ops[n - 1]);
         let call = &mut Call {
             exec,
             clock,
             weights: &w,
             ops,
         };
+        let (x, h, q, att, proj) = (
+            &mut s.x[..n * dim],
+            &mut s.h[..n * dim],
+            &mut s.q[..n * dim],
+            &mut s.att[..n * dim],
+            &mut s.proj[..n * dim],
+        );
+        let hq = &mut s.hq[..n * q8_bytes(dim)];
+        let (gate, up) = (&mut s.gate[..n * c.hidden], &mut s.up[..n * c.hidden]);
+        let mq = &mut s.mq[..n * q8_bytes(c.hidden)];
 
-        k.token_embd.embed(call, &[token], &mut s.x)?;
-        let shape = attention_shape(c, p + 1);
+        k.token_embd.embed(call, tokens, x)?;
+        let shape = attention_shape(c, n, p + n);
         let layout = Layout {
             q_head: hd,
-            q_row: c.dim,
+            q_row: dim,
             k_head: hd,
             k_pos: kvd,
             v_head: hd,
             v_pos: kvd,
             o_head: hd,
-            o_row: c.dim,
+            o_row: dim,
         };
         for l in 0..c.layers {
-            let slot = p * kvd..(p + 1) * kvd;
-            let seen = ..(p + 1) * kvd;
+            let slot = p * kvd..(p + n) * kvd;
+            let seen = ..(p + n) * kvd;
             let (kc, vc) = (&mut s.keys[l], &mut s.values[l]);
-            k.attn_norm.norm(call, l, &s.x, &mut s.h)?;
-            k.attn_norm_q8.quantize(call, &s.h, &mut s.hq)?;
-            k.attn_q.matvec(call, l, &s.hq, &mut s.q)?;
-            k.attn_k.matvec(call, l, &s.hq, &mut kc[slot.clone()])?;
-            k.attn_v.matvec(call, l, &s.hq, &mut vc[slot.clone()])?;
-            let rope = RopeArgs::new(&ops.rope, &mut s.q, &mut kc[slot], rope_table, p, 0..1);
+            k.attn_norm.norm(call, l, x, h)?;
+            k.attn_norm_q8.quantize(call, h, hq)?;
+            k.attn_q.matvec(call, l, hq, q)?;
+            k.attn_k.matvec(call, l, hq, &mut kc[slot.clone()])?;
+            k.attn_v.matvec(call, l, hq, &mut vc[slot.clone()])?;
+            let rope = RopeArgs::new(&ops.rope, q, &mut kc[slot], rope_table, p, 0..n);
             k.rope.run(call, rope)?;
             let (keys, values) = (KvSlice::F32(&kc[seen]), KvSlice::F32(&vc[seen]));
-            let att = AttentionArgs::new(&shape, &layout, &s.q, keys, values, &mut s.att);
-            k.attention.run(call, att)?;
-            k.attention_q8.quantize(call, &s.att, &mut s.hq)?;
-            k.attn_output.matvec(call, l, &s.hq, &mut s.proj)?;
-            let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
+            let attn = AttentionArgs::new(&shape, &layout, q, keys, values, att);
+            k.attention.run(call, attn)?;
+            k.attention_q8.quantize(call, att, hq)?;
+            k.attn_output.matvec(call, l, hq, proj)?;
+            let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
             k.attn_residual.run(call, residual)?;
 
-            k.ffn_norm.norm(call, l, &s.x, &mut s.h)?;
-            k.ffn_norm_q8.quantize(call, &s.h, &mut s.hq)?;
-            k.ffn_gate.matvec(call, l, &s.hq, &mut s.gate)?;
-            k.ffn_up.matvec(call, l, &s.hq, &mut s.up)?;
-            let silu = SiluMulArgs::in_place(&ops.silu, &mut s.gate, &s.up, 0..c.hidden);
+            k.ffn_norm.norm(call, l, x, h)?;
+            k.ffn_norm_q8.quantize(call, h, hq)?;
+            k.ffn_gate.matvec(call, l, hq, gate)?;
+            k.ffn_up.matvec(call, l, hq, up)?;
+            let silu = SiluMulArgs::in_place(&ops.silu, gate, up, 0..n * c.hidden);
             k.ffn_silu_mul.run(call, silu)?;
-            k.ffn_silu_mul_q8.quantize(call, &s.gate, &mut s.mq)?;
-            k.ffn_down.matvec(call, l, &s.mq, &mut s.proj)?;
-            let residual = AddArgs::new(&ops.add, &mut s.x, &s.proj, 0..c.dim);
+            k.ffn_silu_mul_q8.quantize(call, gate, mq)?;
+            k.ffn_down.matvec(call, l, mq, proj)?;
+            let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
             k.ffn_residual.run(call, residual)?;
         }
-        k.output_norm.norm(call, 0, &s.x, &mut s.h)?;
-        k.output_norm_q8.quantize(call, &s.h, &mut s.hq)?;
-        k.output.matvec(call, 0, &s.hq, &mut s.logits)?;
-        let argmax = ArgmaxArgs::new(&ops.argmax, &s.logits, &mut s.next);
+        self.pos += n;
+        if !head {
+            return Ok(());
+        }
+        // The head, for the last token only, with the one-token kernels.
+        call.ops = one;
+        let last = &x[(n - 1) * dim..];
+        let (h, hq) = (&mut h[..dim], &mut hq[..q8_bytes(dim)]);
+        let k = &*kernels;
+        k.output_norm.norm(call, 0, last, h)?;
+        k.output_norm_q8.quantize(call, h, hq)?;
+        k.output.matvec(call, 0, hq, &mut s.logits)?;
+        let argmax = ArgmaxArgs::new(&one.argmax, &s.logits, &mut s.next);
         k.argmax.run(call, argmax)?;
-
         for v in &s.logits {
             self.digest.update(v.to_bits().to_le_bytes());
         }
-        self.pos += 1;
-        Ok(&self.state.logits)
+        Ok(())
     }
 
     /// Time every kernel call from now on (or stop), from zero.
     pub fn set_profiling(&mut self, on: bool) {
         self.clock.on = on;
-        self.clock.time = vec![Duration::ZERO; SITES];
-        self.clock.calls = vec![0; SITES];
+        self.clock.time = vec![Duration::ZERO; self.labels.len()];
+        self.clock.calls = vec![0; self.labels.len()];
     }
 
-    /// Per site: its name, calls and time spent since profiling was turned
-    /// on (empty when it is off).
+    /// Per site, in plan order (the decode sites, then the prefill's):
+    /// its name, calls and time spent since profiling was turned on (empty
+    /// when it is off).
     pub fn profile(&self) -> Vec<(&'static str, u64, Duration)> {
         if !self.clock.on {
             return Vec::new();
         }
-        SITE_NAMES
+        self.labels
             .iter()
             .zip(self.clock.calls.iter().zip(&self.clock.time))
             .map(|(name, (calls, time))| (*name, *calls, *time))
             .collect()
     }
 
-    /// The greedy choice after the last step (the plan's argmax kernel:
-    /// the first index of the largest logit).
+    /// The greedy choice after the last token that went through the head
+    /// (the plan's argmax kernel: the first index of the largest logit).
     pub fn argmax(&self) -> u32 {
         self.state.next
     }
@@ -901,7 +1108,7 @@ mod tests {
     use weft_kernel::Family;
     use weft_plan::{CacheLocation, EmitMode, Options};
 
-    use super::{sites, Engine, KERNEL_FIELDS, ROLES, SITE_NAMES};
+    use super::{sites, Engine, KERNEL_FIELDS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES};
     use crate::weights::BLOCK;
     use crate::{synthetic, Config};
 
@@ -926,7 +1133,12 @@ mod tests {
     fn every_site_carries_its_label_in_plan_order() {
         let sites = sites(&small()).expect("sites");
         let labels: Vec<&str> = sites.iter().map(|s| s.label()).collect();
-        assert_eq!(labels, SITE_NAMES);
+        let prefill = (0..SITES).filter(|&i| ROLES[i].batched());
+        let want: Vec<&str> = SITE_NAMES
+            .into_iter()
+            .chain(prefill.map(|i| PREFILL_NAMES[i]))
+            .collect();
+        assert_eq!(labels, want);
         assert_eq!(ROLES.map(|r| r.label), SITE_NAMES);
         let mut unique = labels.clone();
         unique.sort_unstable();
@@ -1041,5 +1253,49 @@ mod tests {
         want.extend(last + 1..ROLES.len());
         let name = |v: &[usize]| v.iter().map(|&i| SITE_NAMES[i]).collect::<Vec<_>>();
         assert_eq!(name(&e.clock.trace), name(&want));
+    }
+
+    /// A prompt of two chunks runs the embedding and every block's role
+    /// once per chunk with the prefill sites (batched at the chunk's
+    /// length), and the head once, after the last chunk, with the decode
+    /// sites; every prefill site is compiled for the prefill batch.
+    #[test]
+    fn a_two_chunk_prompt_runs_the_prefill_sites_per_chunk_and_the_head_once() {
+        let c = Config {
+            max_seq: 16,
+            ..small()
+        };
+        let options = Options {
+            mode: EmitMode::Off,
+            cache: CacheLocation::InMemory,
+            racing: false,
+            ..Options::default()
+        };
+        let w = Arc::new(synthetic::weights(&c));
+        let mut e = Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles");
+        let batch = super::prefill_batch(&c);
+        assert_eq!(batch, 8);
+        for site in &e.plan().sites()[SITES..] {
+            let g = &site.geometry;
+            let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));
+            let len = g.get("len");
+            assert!(
+                rows == Some(batch as u64) || len.is_some_and(|l| l % batch as u64 == 0),
+                "{}: {g:?}",
+                site.label
+            );
+        }
+        e.prefill(&[3, 1, 4, 1, 5, 9, 2, 6, 5, 3]).expect("prefill");
+        let index = |i: usize| SITES + (0..i).filter(|&j| ROLES[j].batched()).count();
+        let block: Vec<usize> = (0..SITES).filter(|&i| ROLES[i].per_layer()).collect();
+        let mut want = Vec::new();
+        for _ in 0..2 {
+            want.push(index(0));
+            for _ in 0..c.layers {
+                want.extend(block.iter().map(|&i| index(i)));
+            }
+        }
+        want.extend(block[block.len() - 1] + 1..SITES);
+        assert_eq!(e.clock.trace, want);
     }
 }

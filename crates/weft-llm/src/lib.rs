@@ -15,10 +15,12 @@
 //!   (`q8_0.matvec`), activation quantisation (`q8_0.quantize`), attention
 //!   (`attention.fused`) and the small operations (`loopnest.*`) are sites
 //!   of one plan ([`engine::sites`]); the engine calls nothing else.
-//! - **Numerics do not depend on native emission.** Contracts fix every
-//!   rounding and twins match their arms bit for bit, so
-//!   [`Engine::digest`] (SHA-256 of every step's logits) is the same with
-//!   `WEFT_NATIVE_EMIT=off` and `on`, on any number of threads.
+//! - **Numerics do not depend on native emission, threads or chunking.**
+//!   Contracts fix every rounding and twins match their arms bit for bit,
+//!   so [`Engine::digest`] (SHA-256 of every logit the engine returned) is
+//!   the same with `WEFT_NATIVE_EMIT=off` and `on`, on any number of
+//!   threads, and whether a prompt is fed in chunks or a token at a time
+//!   ([`Engine::prefill`]).
 //! - **The reference is independent.** [`mod@reference`] evaluates the same
 //!   model in f64 plain loops; the plan differs from it only by rounding.
 //! - **Bad input is a named error** ([`ModelError`], [`EngineError`],
@@ -176,6 +178,7 @@ mod tests {
             },
             EngineError::BadToken { id: 9, vocab: 8 },
             EngineError::EmptyPrompt,
+            EngineError::BadChunk { tokens: 9, most: 8 },
         ];
         let seen: BTreeSet<_> = engines
             .iter()
@@ -186,9 +189,10 @@ mod tests {
                 EngineError::ContextFull { .. } => 3,
                 EngineError::BadToken { .. } => 4,
                 EngineError::EmptyPrompt => 5,
+                EngineError::BadChunk { .. } => 6,
             })
             .collect();
-        assert_eq!(seen.len(), 6, "every EngineError variant");
+        assert_eq!(seen.len(), 7, "every EngineError variant");
 
         let path = PathBuf::from("models/smol.gguf");
         let sources = vec![

@@ -135,3 +135,70 @@ fn smollm2_weights_are_streamed_past_a_32_mib_cache_and_a_small_model_stays_cach
     host.caches.l3 = Some(256 << 20);
     assert_eq!(weight_residency(&smol, &host), Residency::Cached);
 }
+
+/// A prompt fed in chunks gives the bits it gives fed a token at a time:
+/// the last token's logits and greedy choice, the digest, and the decode
+/// steps after it (which read the chunked prompt's KV cache), at every
+/// chunk length from 1 to the prefill batch (19 tokens: full chunks and a
+/// ragged last one, a one-token last chunk at length 6 and 9), with native
+/// emission on and off, on one and two threads.
+#[test]
+fn a_chunked_prompt_gives_the_bits_of_the_prompt_fed_a_token_at_a_time() {
+    let c = small();
+    let prompt: Vec<u32> = (0..19).map(|i| (i * 37 + 5) % 400).collect();
+    // What one-token steps give: the last prompt token's logits and
+    // greedy choice, then three greedy steps'.
+    let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let mut e = engine(&c, EmitMode::Off, 1);
+    let mut last = Vec::new();
+    for &t in &prompt {
+        last = bits(e.step(t).expect("prompt step"));
+    }
+    let mut steps = vec![(last, e.argmax())];
+    for _ in 0..3 {
+        let l = e.step(e.argmax()).expect("decode step");
+        steps.push((bits(l), e.argmax()));
+    }
+
+    for (mode, threads) in [(EmitMode::Off, 1), (EmitMode::On, 1), (EmitMode::On, 2)] {
+        let mut e = engine(&c, mode, threads);
+        assert_eq!(e.prefill_chunk(), 8, "the prefill batch");
+        let mut digest = None;
+        for chunk in 1..=8 {
+            e.reset();
+            e.set_prefill_chunk(chunk).expect("chunk");
+            let last = bits(e.prefill(&prompt).expect("prefill"));
+            let mut got = vec![(last, e.argmax())];
+            for _ in 0..3 {
+                let l = e.step(e.argmax()).expect("decode step");
+                got.push((bits(l), e.argmax()));
+            }
+            assert!(
+                got == steps,
+                "{mode:?}, {threads} threads, chunks of {chunk}: logits differ from one-token steps"
+            );
+            let d = e.digest();
+            assert_eq!(
+                digest.get_or_insert_with(|| d.clone()),
+                &d,
+                "chunks of {chunk}"
+            );
+        }
+    }
+}
+
+/// A chunk length the plan has no sites for is a named error, and a bad
+/// token anywhere in a prompt is refused before any token is fed.
+#[test]
+fn a_bad_chunk_or_a_bad_prompt_token_is_a_named_error_that_feeds_nothing() {
+    let c = small();
+    let mut e = engine(&c, EmitMode::Off, 1);
+    assert_eq!(e.set_prefill_chunk(0).unwrap_err().name(), "bad-chunk");
+    assert_eq!(e.set_prefill_chunk(9).unwrap_err().name(), "bad-chunk");
+    assert_eq!(e.prefill(&[1, 2, 400]).unwrap_err().name(), "bad-token");
+    assert_eq!(e.position(), 0);
+    assert_eq!(e.prefill(&[]).unwrap_err().name(), "empty-prompt");
+    let long = vec![1u32; c.max_seq + 1];
+    assert_eq!(e.prefill(&long).unwrap_err().name(), "context-full");
+    assert_eq!(e.position(), 0);
+}

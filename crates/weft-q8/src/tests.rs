@@ -449,8 +449,16 @@ pub(super) mod twin_tests {
             } else {
                 assert_eq!(rows, [4099], "{}", twin.name());
             }
+            // Batch 3: an AVX-512 multi-row pass takes one pair of
+            // vectors, then one vector; other passes take three singly.
+            let pairs = twin.tier() != Tier::Avx2 && r > 1;
             for l in nest.iter().filter(|l| l.depth == 1) {
-                assert_eq!(l.trips, 3, "{} {}", twin.name(), l.name);
+                let want = match (pairs, l.name.ends_with(".batch2")) {
+                    (true, true) => 1,
+                    (true, false) if !l.name.starts_with("r1.") => 1,
+                    _ => 3,
+                };
+                assert_eq!(l.trips, want, "{} {}", twin.name(), l.name);
             }
             for l in nest.iter().filter(|l| l.depth == 2) {
                 assert_eq!(l.trips, 450 / 4, "{} {}", twin.name(), l.name);
