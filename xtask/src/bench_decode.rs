@@ -33,9 +33,14 @@
 //! ceiling's time per pass over the time per token); above 1.00 it is
 //! printed as `(above-ceiling)`, a defect of the ceiling to investigate.
 //!
+//! The depth section ([`depth_section`]) then decodes on one thread after
+//! contexts of [`DEPTHS`] positions, beside `llama-bench -d DEPTH` with a
+//! peer, in rounds of its own.
+//!
 //! The last line is the summary: `bench decode: model=NAME tok_s_1t=A
 //! tok_s_2t=B ceiling_fraction_1t=C ceiling_fraction_2t=D ceiling_1t=LOOP
-//! ceiling_2t=LOOP`.
+//! ceiling_2t=LOOP depth1024_ratio_1t=E depth4096_ratio_1t=F` (without a
+//! peer `depth1024_tok_s_1t=…` and so on).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -52,6 +57,12 @@ const TOKENS: usize = 64;
 
 /// Rounds per thread count (interleaved).
 const ROUNDS: usize = 7;
+
+/// Context depths of the depth section: decode after this many positions.
+const DEPTHS: [usize; 2] = [1024, 4096];
+
+/// Rounds of the depth section (interleaved).
+const DEPTH_ROUNDS: usize = 5;
 
 /// Passes over the token's weight bytes in one sample of a read loop.
 const CEILING_PASSES: usize = 8;
@@ -219,7 +230,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 .into(),
         );
     }
-    let max_seq = 256;
+    // Room for the deepest context and a round's tokens after it.
+    let max_seq = DEPTHS[DEPTHS.len() - 1] + TOKENS + 8;
     let model = if offline {
         None
     } else {
@@ -408,6 +420,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             ours2 / peer2
         );
     }
+    let depth_col = depth_section(&model, &options, peer.as_ref())?;
     let neighbour_col = if with_neighbour {
         format!(" neighbour_2t_vs_1t={:.2}", tok_s[1] / tok_s[0])
     } else {
@@ -421,7 +434,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .map_or("absent".to_owned(), Ceiling::label)
     };
     println!(
-        "bench decode: model={model_name} tok_s_1t={:.1} tok_s_2t={:.1} ceiling_fraction_1t={} ceiling_fraction_2t={} ceiling_1t={} ceiling_2t={}{neighbour_col}",
+        "bench decode: model={model_name} tok_s_1t={:.1} tok_s_2t={:.1} ceiling_fraction_1t={} ceiling_fraction_2t={} ceiling_1t={} ceiling_2t={}{depth_col}{neighbour_col}",
         tok_s[0],
         tok_s[1],
         fraction(0),
@@ -430,4 +443,138 @@ pub fn run(args: &[String]) -> Result<(), String> {
         label(1),
     );
     Ok(())
+}
+
+/// The text a depth's context is made of (its ids repeated to the depth).
+const DEPTH_TEXT: &str = "The lighthouse keeper climbed the stairs every evening, counted the \
+ships that passed the rocks, and wrote their names in a book that nobody else read. ";
+
+/// A `depth`-token context: [`DEPTH_TEXT`]'s ids repeated (any ids for
+/// the embedded model).
+fn depth_prompt(model: &Model, depth: usize) -> Vec<u32> {
+    let vocab = model.weights.config.vocab as u32;
+    let ids = match &model.source {
+        weft_llm::Source::File(_) => model
+            .tokenizer
+            .encode(DEPTH_TEXT, weft_tokenizer::Special::Parse),
+        weft_llm::Source::Embedded => (0..97).map(|i| (i * 37 + 5) % vocab).collect(),
+    };
+    ids.iter().copied().cycle().take(depth).collect()
+}
+
+/// One depth round: back to the context's end, then [`TOKENS`] timed
+/// greedy steps from the context's own next token; tokens/s.
+fn depth_round(e: &mut Engine, depth: usize, first: u32) -> Result<f64, String> {
+    e.rewind(depth).map_err(|x| x.to_string())?;
+    let t0 = Instant::now();
+    let mut t = first;
+    for _ in 0..TOKENS {
+        e.step(t).map_err(|x| x.to_string())?;
+        t = e.argmax();
+    }
+    Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Decode at each of [`DEPTHS`] on one thread, beside llama.cpp's
+/// `llama-bench -d DEPTH -p 0 -n TOKENS` when there is a peer, in
+/// [`DEPTH_ROUNDS`] interleaved rounds (medians). Each depth has its own
+/// engine, whose context is filled once (a chunked prefill) and rewound
+/// to before every round, so every round decodes the same tokens from the
+/// same cache. llama-bench fills its context by prompt processing, which
+/// dies on some hosts with its default repacking (see `bench prefill`):
+/// then it runs with `--repack 0`, and the table says so. Prints the table
+/// and returns the summary's columns.
+fn depth_section(
+    model: &Model,
+    options: &weft_plan::Options,
+    peer: Option<&Peer>,
+) -> Result<String, String> {
+    let mut engines = Vec::new();
+    for &d in &DEPTHS {
+        let mut e = Engine::new(
+            Arc::clone(&model.weights),
+            options.clone(),
+            1,
+            &mut |_, _| {},
+        )
+        .map_err(|e| e.to_string())?;
+        e.prefill(&depth_prompt(model, d))
+            .map_err(|x| x.to_string())?;
+        let first = e.argmax();
+        engines.push((e, d, first));
+    }
+    let tokens = TOKENS.to_string();
+    let depth_args = |d: &str, repack_off: bool| {
+        let mut v = vec!["-p", "0", "-n", tokens.as_str(), "-d"];
+        v.push(d);
+        if repack_off {
+            v.extend(["--repack", "0"]);
+        }
+        v.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    // Whether the peer needs `--repack 0`, and why.
+    let repack_off = match peer {
+        None => None,
+        Some(p) => {
+            let d = DEPTHS[0].to_string();
+            let args = depth_args(&d, false);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = p.run(&args, 1)?;
+            match p.avg_ts_of(&out) {
+                Ok(_) => None,
+                Err(_) => Some(format!(
+                    "`llama-bench -d {d}` with its default options failed ({})",
+                    out.status
+                )),
+            }
+        }
+    };
+    // Warm-up: every engine once.
+    for (e, d, first) in &mut engines {
+        depth_round(e, *d, *first)?;
+    }
+    let slots = DEPTHS.len() * if peer.is_some() { 2 } else { 1 };
+    let mut rates = vec![Vec::new(); slots];
+    for r in 0..DEPTH_ROUNDS {
+        for k in 0..slots {
+            let i = (r + k) % slots;
+            let rate = if i < DEPTHS.len() {
+                let (e, d, first) = &mut engines[i];
+                depth_round(e, *d, *first)?
+            } else {
+                let p = peer.expect("peer slots exist only with a peer");
+                let d = DEPTHS[i - DEPTHS.len()].to_string();
+                let args = depth_args(&d, repack_off.is_some());
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                p.avg_ts(&args, 1)?
+            };
+            rates[i].push(rate);
+        }
+    }
+    let medians: Vec<f64> = rates.into_iter().map(median).collect();
+    println!();
+    println!(
+        "decode of {TOKENS} tokens after a context of each depth, 1 thread, {DEPTH_ROUNDS} interleaved rounds, medians (f32 KV cache; llama.cpp's is f16):"
+    );
+    if let Some(why) = &repack_off {
+        println!("llama.cpp runs with `--repack 0` here: {why}");
+    }
+    let mut col = String::new();
+    if peer.is_some() {
+        println!("| depth | Weft tok/s | llama.cpp tok/s | ratio |");
+        println!("|---|---|---|---|");
+        for (i, d) in DEPTHS.iter().enumerate() {
+            let (ours, theirs) = (medians[i], medians[DEPTHS.len() + i]);
+            println!("| {d} | {ours:.1} | {theirs:.1} | {:.2} |", ours / theirs);
+            col.push_str(&format!(" depth{d}_ratio_1t={:.2}", ours / theirs));
+        }
+    } else {
+        println!("| depth | Weft tok/s |");
+        println!("|---|---|");
+        for (i, d) in DEPTHS.iter().enumerate() {
+            println!("| {d} | {:.1} |", medians[i]);
+            col.push_str(&format!(" depth{d}_tok_s_1t={:.1}", medians[i]));
+        }
+    }
+    Ok(col)
 }

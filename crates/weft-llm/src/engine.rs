@@ -112,6 +112,14 @@ pub enum EngineError {
     /// A prompt of no tokens: there is nothing to feed and no logits.
     #[error("empty-prompt: the prompt has no tokens")]
     EmptyPrompt,
+    /// A rewind past the positions fed.
+    #[error("bad-rewind: position {to} is past the {fed} positions fed")]
+    BadRewind {
+        /// The position asked for.
+        to: usize,
+        /// Positions fed so far.
+        fed: usize,
+    },
     /// A prompt chunk the plan has no sites for.
     #[error("bad-chunk: {tokens} tokens per prompt chunk is not in 1..={most}")]
     BadChunk {
@@ -134,6 +142,7 @@ impl EngineError {
             EngineError::BadToken { .. } => "bad-token",
             EngineError::EmptyPrompt => "empty-prompt",
             EngineError::BadChunk { .. } => "bad-chunk",
+            EngineError::BadRewind { .. } => "bad-rewind",
         }
     }
 }
@@ -916,6 +925,19 @@ impl Engine {
     pub fn reset(&mut self) {
         self.pos = 0;
         self.digest = Sha256::new();
+    }
+
+    /// Go back to position `to` (at most [`Engine::position`]): the cache
+    /// keeps its rows below `to`, so the next token is fed at `to` exactly
+    /// as if nothing had been fed after it ([`EngineError::BadRewind`]
+    /// past the positions fed). The digest is kept. A benchmark decodes
+    /// from one context depth again and again this way.
+    pub fn rewind(&mut self, to: usize) -> Result<(), EngineError> {
+        if to > self.pos {
+            return Err(EngineError::BadRewind { to, fed: self.pos });
+        }
+        self.pos = to;
+        Ok(())
     }
 
     /// Whether `more` positions past those fed so far fit in the KV cache

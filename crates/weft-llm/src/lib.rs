@@ -179,6 +179,7 @@ mod tests {
             EngineError::BadToken { id: 9, vocab: 8 },
             EngineError::EmptyPrompt,
             EngineError::BadChunk { tokens: 9, most: 8 },
+            EngineError::BadRewind { to: 5, fed: 4 },
         ];
         let seen: BTreeSet<_> = engines
             .iter()
@@ -190,9 +191,10 @@ mod tests {
                 EngineError::BadToken { .. } => 4,
                 EngineError::EmptyPrompt => 5,
                 EngineError::BadChunk { .. } => 6,
+                EngineError::BadRewind { .. } => 7,
             })
             .collect();
-        assert_eq!(seen.len(), 7, "every EngineError variant");
+        assert_eq!(seen.len(), 8, "every EngineError variant");
 
         let path = PathBuf::from("models/smol.gguf");
         let sources = vec![

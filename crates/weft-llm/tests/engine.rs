@@ -202,3 +202,30 @@ fn a_bad_chunk_or_a_bad_prompt_token_is_a_named_error_that_feeds_nothing() {
     assert_eq!(e.prefill(&long).unwrap_err().name(), "context-full");
     assert_eq!(e.position(), 0);
 }
+
+/// Rewinding to a position and feeding the same tokens again gives the
+/// same logits bits as the first time; rewinding past the positions fed is
+/// a named error that changes nothing.
+#[test]
+fn a_rewound_engine_decodes_again_exactly_as_the_first_time() {
+    let c = small();
+    let mut e = engine(&c, EmitMode::On, 1);
+    let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    e.prefill(&[5, 6, 7, 8, 9, 10, 11]).expect("prefill");
+    let first = e.argmax();
+    let run = |e: &mut Engine| {
+        let mut t = first;
+        let mut out = Vec::new();
+        for _ in 0..5 {
+            out.push(bits(e.step(t).expect("step")));
+            t = e.argmax();
+        }
+        out
+    };
+    let once = run(&mut e);
+    assert_eq!(e.position(), 12);
+    assert_eq!(e.rewind(13).unwrap_err().name(), "bad-rewind");
+    assert_eq!(e.position(), 12);
+    e.rewind(7).expect("rewind");
+    assert_eq!(run(&mut e), once);
+}

@@ -398,7 +398,7 @@ fn arm_cross_compiles_for_the_other_isa() {
 /// Validation of `q8_0.matvec` twins of the f32x4 arm, shared by the x64
 /// and arm64 twin tests.
 pub(super) mod twin_tests {
-    use super::super::twin_x64::{Q8MatvecX64, Tier, TWINS};
+    use super::super::twin_x64::{self, Q8MatvecX64, Tier, TWINS};
     use super::super::validation::Q8Validation;
     use super::*;
     use weft_kernel::{Offer, Refusal, Twin};
@@ -435,11 +435,19 @@ pub(super) mod twin_tests {
 
     #[test]
     fn every_twin_states_its_nest_and_annotates_those_loops() {
+        // 450 blocks at batch 3: too large a copy of x for the packed-x
+        // path (its loops run 0 times), so the other path runs.
         let offer = offer_for(4099, 448 * 32 + 64, 3).expect("offer");
+        assert!(!twin_x64::takes_packed_x(450, 3));
         for twin in TWINS {
             let nest = twin.nest(&offer);
             let r = u64::from(twin.rows_per_pass());
-            let rows: Vec<u64> = nest
+            let (packed, other): (Vec<_>, Vec<_>) =
+                nest.iter().partition(|l| l.name.starts_with("xp."));
+            for l in packed.iter().filter(|l| l.depth == 0) {
+                assert_eq!(l.trips, 0, "{} {}", twin.name(), l.name);
+            }
+            let rows: Vec<u64> = other
                 .iter()
                 .filter(|l| l.depth == 0)
                 .map(|l| l.trips)
@@ -452,7 +460,7 @@ pub(super) mod twin_tests {
             // Batch 3: an AVX-512 multi-row pass takes one pair of
             // vectors, then one vector; other passes take three singly.
             let pairs = twin.tier() != Tier::Avx2 && r > 1;
-            for l in nest.iter().filter(|l| l.depth == 1) {
+            for l in other.iter().filter(|l| l.depth == 1) {
                 let want = match (pairs, l.name.ends_with(".batch2")) {
                     (true, true) => 1,
                     (true, false) if !l.name.starts_with("r1.") => 1,
@@ -460,7 +468,7 @@ pub(super) mod twin_tests {
                 };
                 assert_eq!(l.trips, want, "{} {}", twin.name(), l.name);
             }
-            for l in nest.iter().filter(|l| l.depth == 2) {
+            for l in other.iter().filter(|l| l.depth == 2) {
                 assert_eq!(l.trips, 450 / 4, "{} {}", twin.name(), l.name);
             }
             // Every loop of the nest is annotated in the bytes, in order.
@@ -473,6 +481,31 @@ pub(super) mod twin_tests {
                     l.head < l.back_edge && l.back_edge < code.bytes.len(),
                     "{l:?}"
                 );
+            }
+        }
+    }
+
+    /// At a prompt chunk's shape (1536 × 576, batch 8) the multi-row VNNI
+    /// twins take the packed-x path: its loops carry the trips (8 vectors
+    /// packed, two groups of three then two single vectors), the other
+    /// path's rows loops none.
+    #[test]
+    fn a_prompt_chunk_takes_the_packed_x_path_and_its_nest_says_so() {
+        let offer = offer_for(1536, 576, 8).expect("offer");
+        assert!(twin_x64::takes_packed_x(18, 8));
+        for twin in TWINS {
+            let nest = twin.nest(&offer);
+            let trips = |name: &str| nest.iter().find(|l| l.name == name).map(|l| l.trips);
+            let r = twin.rows_per_pass();
+            if twin.tier() == Tier::Avx512Vnni && r > 1 {
+                assert_eq!(trips("xp.pack.batch"), Some(8), "{}", twin.name());
+                assert_eq!(trips("xp.pack.pairs"), Some(9));
+                assert_eq!(trips(&format!("xp.r{r}.rows")), Some(1536 / u64::from(r)));
+                assert_eq!(trips(&format!("xp.r{r}.batch3")), Some(2));
+                assert_eq!(trips(&format!("xp.r{r}.batch")), Some(2));
+                assert_eq!(trips(&format!("r{r}.rows")), Some(0), "{}", twin.name());
+            } else {
+                assert!(nest.iter().all(|l| !l.name.starts_with("xp.")));
             }
         }
     }

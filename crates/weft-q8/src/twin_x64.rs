@@ -29,8 +29,19 @@
 //! AVX-512 a multi-row pass takes the batch's vectors two at a time
 //! (16 accumulators for 4 rows × 2 vectors), so each row's quants, bias
 //! and scales are loaded once for two vectors, then an odd last vector
-//! alone; a prompt's chunk of 8 tokens ran 1.2× faster in its matrix
-//! products so (SmolLM2-135M, 1 thread). Every
+//! alone.
+//!
+//! **Packed x** (multi-row VNNI twins, a batch of 2 or more whose copy
+//! fits [`XP_LIMIT`]): the call first copies x once into a stack buffer
+//! laid out for the row passes ([`XP_ENTRY`] bytes per vector and block
+//! pair: quants, the bias correction, the scales as f32, each a whole
+//! zmm), then runs passes of `rows_per_pass` rows × 3 vectors (24
+//! accumulators) that take every x operand from memory. A (row, vector,
+//! block pair) then costs the contract's five vector operations and
+//! loads; the row's quants, bias and scales serve three vectors. The
+//! matrix products of a prompt's 8-token chunk ran at 29 GMAC/s with one
+//! vector per pass, 36 with two, and see `docs/PERFORMANCE.md` for the
+//! packed path (SmolLM2-135M, 1 thread, family 6 model 167). Every
 //! multi-row pass runs one software-prefetch stream over the bytes of the
 //! pass after it, [`PREFETCH`] bytes further on (rows are contiguous, so
 //! that is one linear range; without it the multi-row passes ran at about
@@ -53,7 +64,8 @@
 use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
     byte_ptr, dword_ptr, eax, k1, k2, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9, rax, rbp,
-    rbx, rcx, rdi, rdx, rsi, word_ptr, ymmword_ptr, AsmMemoryOperand, AsmRegister64, CodeLabel,
+    rbx, rcx, rdi, rdx, rsi, rsp, word_ptr, ymmword_ptr, zmmword_ptr, AsmMemoryOperand,
+    AsmRegister64, CodeLabel,
 };
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
@@ -187,16 +199,38 @@ impl Q8MatvecX64 {
 
     fn emit_marked(&self) -> Result<(weft_x64::Emitted, Vec<Mark>), Refusal> {
         let rows = self.check_pass()?;
-        emit(self.tier, rows, self.abi, self.prefetch).map_err(|e| Refusal::EmitError {
+        let (emitted, mut marks) = emit(self.tier, rows, self.abi, self.prefetch, self.packs_x())
+            .map_err(|e| Refusal::EmitError {
             message: e.to_string(),
-        })
+        })?;
+        // Outermost first, as the nest lists them.
+        let names = self.loop_names();
+        marks.sort_by_key(|m| names.iter().position(|(n, _)| *n == m.name));
+        Ok((emitted, marks))
     }
 
-    /// The names of this twin's loops, outermost first, as [`Twin::nest`]
-    /// and the annotations in [`NativeCode::loops`] call them.
+    /// Whether this twin has the packed-x path (module docs).
+    fn packs_x(&self) -> bool {
+        self.tier == Tier::Avx512Vnni && self.rows_per_pass > 1
+    }
+
+    /// The names of this twin's loops, outermost first, with their depths,
+    /// as [`Twin::nest`] and the annotations in [`NativeCode::loops`]
+    /// call them (the packed-x path's first: it is emitted first).
     fn loop_names(&self) -> Vec<(String, u32)> {
         let r = self.rows_per_pass;
         let mut v = Vec::new();
+        if self.packs_x() {
+            v.push(("xp.pack.batch".to_owned(), 0));
+            v.push(("xp.pack.pairs".to_owned(), 1));
+            for p in [r, 1] {
+                v.push((format!("xp.r{p}.rows"), 0));
+                v.push((format!("xp.r{p}.batch3"), 1));
+                v.push((format!("xp.r{p}v3.blocks4"), 2));
+                v.push((format!("xp.r{p}.batch"), 1));
+                v.push((format!("xp.r{p}.blocks4"), 2));
+            }
+        }
         let passes: &[u8] = if r > 1 { &[r, 1] } else { &[1] };
         for &p in passes {
             v.push((format!("r{p}.rows"), 0));
@@ -209,6 +243,18 @@ impl Q8MatvecX64 {
         }
         v
     }
+}
+
+/// Bytes of the packed copy of x a call of `batch` vectors of `blocks`
+/// blocks needs: 192 per vector and block pair.
+pub fn packed_x_bytes(blocks: u64, batch: u64) -> u64 {
+    blocks.div_ceil(2) * batch * XP_ENTRY as u64
+}
+
+/// Whether a call of this shape takes the packed-x path of a twin that
+/// has one: two vectors or more, and their packed copy fits [`XP_LIMIT`].
+pub fn takes_packed_x(blocks: u64, batch: u64) -> bool {
+    batch >= 2 && packed_x_bytes(blocks, batch) <= XP_LIMIT as u64
 }
 
 /// A loop the emitter wrote: its name and the labels on its first
@@ -292,6 +338,12 @@ unsafe impl Twin for Q8MatvecX64 {
         })
     }
 
+    /// The packed-x path's loops first (trips 0 unless the geometry takes
+    /// it, [`takes_packed_x`]: packing walks `batch` vectors of `blocks /
+    /// 2` pairs, then its row passes as below with vectors three at a
+    /// time, then one at a time), then the other path's (trips 0 when the
+    /// packed-x path runs).
+    ///
     /// Rows per pass outermost, then vectors, then groups of four blocks:
     /// for `rows_per_pass = R > 1`, `rR.rows` runs `rows / R` times, then
     /// `r1.rows` runs `rows % R` times; each row pass walks `batch`
@@ -307,17 +359,28 @@ unsafe impl Twin for Q8MatvecX64 {
         let blocks = g.get("cols").unwrap_or(0) / 32;
         let batch = g.get("batch").unwrap_or(1);
         let r = u64::from(self.rows_per_pass.max(1));
+        let xp = self.packs_x() && takes_packed_x(blocks, batch);
         self.loop_names()
             .into_iter()
             .map(|(name, depth)| {
-                let multi = r > 1 && !name.starts_with("r1.");
-                let trips = match depth {
-                    0 if multi => rows / r,
-                    0 if r > 1 => rows % r,
-                    0 => rows,
-                    1 if name.ends_with(".batch2") => batch / 2,
-                    1 if multi && self.pairs_vectors() => batch % 2,
-                    1 => batch,
+                // Which path the loop is on, and whether it takes it.
+                let (local, runs) = match name.strip_prefix("xp.") {
+                    Some(rest) => (rest, xp),
+                    None => (name.as_str(), !xp),
+                };
+                let multi = r > 1 && !local.starts_with("r1.");
+                let trips = match (depth, local) {
+                    (_, _) if !runs && depth == 0 => 0,
+                    (0, "pack.batch") => batch,
+                    (1, "pack.pairs") => blocks / 2,
+                    (0, _) if multi => rows / r,
+                    (0, _) if r > 1 => rows % r,
+                    (0, _) => rows,
+                    (1, l) if l.ends_with(".batch3") => batch / 3,
+                    (1, l) if l.ends_with(".batch2") => batch / 2,
+                    (1, _) if name.starts_with("xp.") => batch % 3,
+                    (1, _) if multi && self.pairs_vectors() => batch % 2,
+                    (1, _) => batch,
                     _ => blocks / 4,
                 };
                 LoopTrip { name, trips, depth }
@@ -470,6 +533,7 @@ fn emit(
     rows: usize,
     abi: Abi,
     prefetch: i32,
+    packs_x: bool,
 ) -> Result<(weft_x64::Emitted, Vec<Mark>), EmitError> {
     let mut e = Emitter::new(abi)?;
     let regs_r = Regs::new(tier, rows, 1);
@@ -526,9 +590,12 @@ fn emit(
             e.asm().mov(eax, 0xff00)?;
             e.asm().kmovw(k2, eax)?;
         }
+        let mut done = e.create_label();
+        if packs_x {
+            packed_x_path(e, marks, rows, prefetch, done)?;
+        }
         // Rows outside, vectors inside: a pass's W rows are read once per
         // vector while they are still in cache.
-        let mut done = e.create_label();
         let mut r_single = e.create_label();
         e.asm().mov(R, qword_ptr(args + offsets::ROW_START))?;
         if rows > 1 {
@@ -575,27 +642,7 @@ fn emit(
         body(&mut e, &mut marks)?;
     }
     e.epilogue()?;
-    // Outermost first, as the nest lists them.
-    marks.sort_by_key(|m| loop_order(&m.name));
     Ok((e.finish()?, marks))
-}
-
-/// Sort key putting marks in nest order: multi-row pass first, then rows,
-/// vector pairs and their blocks, then single vectors and theirs.
-fn loop_order(name: &str) -> (bool, u8) {
-    let single = name.starts_with("r1.");
-    let level = if name.ends_with(".rows") {
-        0
-    } else if name.ends_with(".batch2") {
-        1
-    } else if name.ends_with("v2.blocks4") {
-        2
-    } else if name.ends_with(".batch") {
-        3
-    } else {
-        4
-    };
-    (single, level)
 }
 
 /// `body` for vectors `N, N + 1` while both are below `batch`, from the
@@ -608,14 +655,27 @@ fn vector_pairs(
     rows: usize,
     body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
 ) -> Result<CodeLabel, EmitError> {
+    vector_groups(e, marks, format!("r{rows}.batch2"), 2, body)
+}
+
+/// `body` for vectors `N .. N + count` while all are below `batch`, from
+/// the `N` the caller set, marked `name`. Returns the loop's exit,
+/// unplaced (as [`vector_pairs`]).
+fn vector_groups(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    name: String,
+    count: i32,
+    body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
+) -> Result<CodeLabel, EmitError> {
     let out = e.create_label();
-    let mark = loop_head(e, format!("r{rows}.batch2"))?;
+    let mark = loop_head(e, name)?;
     let top = mark.head;
-    e.asm().lea(rax, N + 2)?;
+    e.asm().lea(rax, N + count)?;
     e.asm().cmp(rax, qword_ptr(ARGS + offsets::BATCH))?;
     e.asm().ja(out)?;
     body(e, marks)?;
-    e.asm().add(N, 2)?;
+    e.asm().add(N, count)?;
     loop_back(e, mark, marks)?;
     e.asm().jmp(top)?;
     Ok(out)
@@ -631,8 +691,18 @@ fn each_vector(
     head: Option<CodeLabel>,
     body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
 ) -> Result<(), EmitError> {
+    each_vector_named(e, marks, format!("r{rows}.batch"), head, body)
+}
+
+/// [`each_vector`] with the loop named `name`.
+fn each_vector_named(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    name: String,
+    head: Option<CodeLabel>,
+    body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
+) -> Result<(), EmitError> {
     let mut out = e.create_label();
-    let name = format!("r{rows}.batch");
     let mark = match head {
         Some(mut head) => {
             e.set_label(&mut head)?;
@@ -930,6 +1000,363 @@ fn block256(e: &mut Emitter, rows: usize, g: &Regs, disp: i32, k: usize) -> Resu
         a.vmulps(YMM[g.q], YMM[g.q], YMM[g.s])?;
         let acc = g.acc(i, 0, k);
         a.vaddps(YMM[acc], YMM[acc], YMM[g.q])?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------- packed-x path ---
+
+/// Bytes of one packed entry (one vector, one block pair): the quants
+/// (64), the correction `-128 · Σx` per dword (64), the scales as f32 (64).
+pub const XP_ENTRY: i32 = 192;
+
+/// Largest packed copy of x, bytes (a call whose copy would be larger
+/// takes the other path): 8 vectors of up to 5,440 columns.
+pub const XP_LIMIT: i32 = 64 << 10;
+
+/// The stack the packed-x path takes: a slot for the copy's address, the
+/// copy, and room to align it to 64 bytes.
+const XP_FRAME: i32 = 64 + XP_LIMIT + 64;
+
+/// The slot holding the packed copy's address, from rsp.
+const S_XBUF: i32 = 0;
+
+/// Registers of the packed-x passes (`2 · rows · vecs ≤ 24` accumulators
+/// from zmm8).
+fn xp_regs(rows: usize, vecs: usize) -> Regs {
+    Regs {
+        acc: (8..8 + 2 * rows * vecs).collect(),
+        vecs,
+        groups: 2,
+        bias: 0,
+        ones: 7, // unused: VNNI only
+        xq: Vec::new(),
+        corr: Vec::new(),
+        sx: Vec::new(),
+        wq: 1,
+        sw: 2,
+        q: 3,
+        s: 4,
+        t: 5,
+        t2: 6,
+    }
+}
+
+/// The packed-x path (AVX-512 VNNI, multi-row twins), taken when the call
+/// has two vectors or more and their copy fits [`XP_LIMIT`]; otherwise it
+/// falls through to the code after it. x is first copied, once per call,
+/// into a 64-byte aligned buffer on the stack, entry `(n, j)` (vector `n`,
+/// block pair `j`, `XP_ENTRY` bytes) at `(n · pairs + j) · 192`: the pair's
+/// quants, their correction and their scales widened to f32, each a whole
+/// zmm (a ragged last block's upper half all zero). The row passes then
+/// take every x operand from memory, so a pair of a row and a vector costs
+/// the contract's five operations (`vpdpbusd`, convert, two multiplies,
+/// add) and one load of the correction; each row's quants, bias and
+/// scales serve three vectors. Ends by jumping to `done`.
+fn packed_x_path(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    rows: usize,
+    prefetch: i32,
+    done: CodeLabel,
+) -> Result<(), EmitError> {
+    let mut other = e.create_label();
+    let g1 = xp_regs(1, 1);
+    let a = e.asm();
+    // Two vectors or more, and the copy fits: pairs · batch · 192.
+    a.mov(rax, qword_ptr(ARGS + offsets::BATCH))?;
+    a.cmp(rax, 2)?;
+    a.jb(other)?;
+    a.lea(rax, BLOCKS + 1)?;
+    a.shr(rax, 1)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::BATCH))?;
+    a.imul_3(rax, rax, XP_ENTRY)?;
+    a.cmp(rax, XP_LIMIT)?;
+    a.ja(other)?;
+    // The frame, probed a page at a time downwards (a guard page below the
+    // stack is hit in order, never jumped over).
+    a.sub(rsp, XP_FRAME)?;
+    for off in (0..XP_FRAME).step_by(4096).rev() {
+        e.asm().or(qword_ptr(rsp + off), 0)?;
+    }
+    let a = e.asm();
+    a.lea(rax, qword_ptr(rsp + 64 + 63))?;
+    a.and(rax, -64)?;
+    a.mov(qword_ptr(rsp + S_XBUF), rax)?;
+
+    // Pack: vector by vector, pair by pair; PW walks x, PX the copy.
+    a.mov(PX, rax)?;
+    a.xor(N, N)?;
+    let mut packed = e.create_label();
+    let mark = loop_head(e, "xp.pack.batch".to_owned())?;
+    let top = mark.head;
+    let a = e.asm();
+    a.cmp(N, qword_ptr(ARGS + offsets::BATCH))?;
+    a.jae(packed)?;
+    a.mov(PW, N)?;
+    a.imul_2(PW, ROW_BYTES)?;
+    a.add(PW, X)?;
+    a.mov(COUNT, BLOCKS)?;
+    a.shr(COUNT, 1)?;
+    let mut odd = e.create_label();
+    e.asm().je(odd)?;
+    let pairs = loop_head(e, "xp.pack.pairs".to_owned())?;
+    let pairs_top = pairs.head;
+    pack_pair(e, &g1, true)?;
+    let a = e.asm();
+    a.add(PW, 2 * BLOCK_BYTES as i32)?;
+    a.add(PX, XP_ENTRY)?;
+    a.dec(COUNT)?;
+    loop_back(e, pairs, marks)?;
+    e.asm().jne(pairs_top)?;
+    e.set_label(&mut odd)?;
+    let mut next = e.create_label();
+    e.asm().test(BLOCKS, 1)?;
+    e.asm().je(next)?;
+    pack_pair(e, &g1, false)?;
+    e.asm().add(PX, XP_ENTRY)?;
+    e.set_label(&mut next)?;
+    e.asm().inc(N)?;
+    loop_back(e, mark, marks)?;
+    e.asm().jmp(top)?;
+    e.set_label(&mut packed)?;
+    // From here X holds the stride between two vectors' entries.
+    let a = e.asm();
+    a.lea(X, BLOCKS + 1)?;
+    a.shr(X, 1)?;
+    a.imul_3(X, X, XP_ENTRY)?;
+
+    // Row passes as on the other path, vectors three at a time, then one.
+    let mut leave = e.create_label();
+    let mut r_single = e.create_label();
+    e.asm().mov(R, qword_ptr(ARGS + offsets::ROW_START))?;
+    let mark = loop_head(e, format!("xp.r{rows}.rows"))?;
+    let top = mark.head;
+    let a = e.asm();
+    a.lea(rax, R + rows as i32)?;
+    a.cmp(rax, qword_ptr(ARGS + offsets::ROW_END))?;
+    a.ja(r_single)?;
+    xp_vectors(e, marks, rows, prefetch)?;
+    e.asm().add(R, rows as i32)?;
+    loop_back(e, mark, marks)?;
+    e.asm().jmp(top)?;
+    e.set_label(&mut r_single)?;
+    let mark = Mark {
+        name: "xp.r1.rows".to_owned(),
+        head: r_single,
+        back: e.create_label(),
+    };
+    e.asm().cmp(R, qword_ptr(ARGS + offsets::ROW_END))?;
+    e.asm().jae(leave)?;
+    xp_vectors(e, marks, 1, prefetch)?;
+    e.asm().inc(R)?;
+    loop_back(e, mark, marks)?;
+    e.asm().jmp(r_single)?;
+    e.set_label(&mut leave)?;
+    e.asm().add(rsp, XP_FRAME)?;
+    e.asm().jmp(done)?;
+    e.set_label(&mut other)
+}
+
+/// The vector loops of a packed-x row pass over `rows` rows at `R`.
+fn xp_vectors(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    rows: usize,
+    prefetch: i32,
+) -> Result<(), EmitError> {
+    e.asm().xor(N, N)?;
+    let g3 = xp_regs(rows, 3);
+    let singles = vector_groups(e, marks, format!("xp.r{rows}.batch3"), 3, |e, marks| {
+        xp_pass(e, marks, rows, &g3, prefetch)
+    })?;
+    let g1 = xp_regs(rows, 1);
+    each_vector_named(
+        e,
+        marks,
+        format!("xp.r{rows}.batch"),
+        Some(singles),
+        |e, marks| xp_pass(e, marks, rows, &g1, prefetch),
+    )
+}
+
+/// Copy the pair (or, `!pair`, the single block) of x at PW into the entry
+/// at PX: quants, correction, scales (module docs of [`packed_x_path`]).
+fn pack_pair(e: &mut Emitter, g: &Regs, pair: bool) -> Result<(), EmitError> {
+    let (xq, corr, sx) = (g.q, g.s, g.sw);
+    let a = e.asm();
+    // A ymm load zeroes the upper half: a single block's other half is 0.
+    a.vmovdqu32(YMM[xq], ymmword_ptr(PW + 2))?;
+    if pair {
+        a.vinserti64x4(
+            ZMM[xq],
+            ZMM[xq],
+            ymmword_ptr(PW + BLOCK_BYTES as i32 + 2),
+            1,
+        )?;
+    }
+    a.vmovdqa64(zmmword_ptr(PX), ZMM[xq])?;
+    // corr = 0 - dot(0x80, x) = -128 · Σx per dword, as the other path.
+    a.vpxord(ZMM[g.t], ZMM[g.t], ZMM[g.t])?;
+    a.vpxord(ZMM[corr], ZMM[corr], ZMM[corr])?;
+    a.vpdpbusd(ZMM[corr], ZMM[g.bias], ZMM[xq])?;
+    a.vpsubd(ZMM[corr], ZMM[g.t], ZMM[corr])?;
+    a.vmovdqa64(zmmword_ptr(PX + 64), ZMM[corr])?;
+    scales512(e, sx, g, PW + 0, PW + BLOCK_BYTES as i32, pair)?;
+    e.asm().vmovaps(zmmword_ptr(PX + 128), ZMM[sx])?;
+    Ok(())
+}
+
+/// The entry of vector `n` of the pass (X: the stride between vectors).
+fn xp_mem(n: usize, disp: i32) -> AsmMemoryOperand {
+    match n {
+        0 => PX + disp,
+        1 => PX + X + disp,
+        _ => PX + X * 2 + disp,
+    }
+}
+
+/// One packed-x pass: `rows` rows at `R`, vectors `N .. N + g.vecs`.
+fn xp_pass(
+    e: &mut Emitter,
+    marks: &mut Vec<Mark>,
+    rows: usize,
+    g: &Regs,
+    prefetch: i32,
+) -> Result<(), EmitError> {
+    let a = e.asm();
+    a.mov(PW, R)?;
+    a.imul_2(PW, ROW_BYTES)?;
+    a.add(PW, W)?;
+    a.mov(PX, N)?;
+    a.imul_2(PX, X)?;
+    a.add(PX, qword_ptr(rsp + S_XBUF))?;
+    for &acc in &g.acc {
+        a.vpxord(ZMM[acc], ZMM[acc], ZMM[acc])?;
+    }
+    // The same prefetch stream as the other path's multi-row passes.
+    let streams = rows > 1 && prefetch > 0;
+    if streams {
+        let past = match rows {
+            2 => PW + ROW_BYTES * 2 + prefetch,
+            _ => PW + ROW_BYTES * 4 + prefetch,
+        };
+        a.lea(PF, past)?;
+    }
+    a.mov(COUNT, BLOCKS)?;
+    a.shr(COUNT, 2)?;
+    let mut skip = e.create_label();
+    e.asm().je(skip)?;
+    let mark = loop_head(
+        e,
+        format!("xp.r{rows}v{}.blocks4", g.vecs).replace("v1.", "."),
+    )?;
+    if streams {
+        for line in 0..prefetch_lines(rows) {
+            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
+        }
+        e.asm().add(PF, (rows * 4 * BLOCK_BYTES) as i32)?;
+    }
+    xp_step(e, rows, g, 0, 0, 0, true)?;
+    xp_step(e, rows, g, 2 * BLOCK_BYTES as i32, XP_ENTRY, 1, true)?;
+    let a = e.asm();
+    a.add(PW, 4 * BLOCK_BYTES as i32)?;
+    a.add(PX, 2 * XP_ENTRY)?;
+    a.dec(COUNT)?;
+    let top = mark.head;
+    loop_back(e, mark, marks)?;
+    e.asm().jne(top)?;
+    e.set_label(&mut skip)?;
+    if streams {
+        for line in 0..prefetch_lines(rows) {
+            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
+        }
+    }
+    // Tail: blocks % 4 more blocks (the packed copy pads a ragged pair).
+    let mut fold = e.create_label();
+    let mut one = e.create_label();
+    let mut two = e.create_label();
+    let a = e.asm();
+    a.mov(REM, BLOCKS)?;
+    a.and(REM, 3)?;
+    a.cmp(REM, 1)?;
+    a.je(one)?;
+    a.cmp(REM, 2)?;
+    a.je(two)?;
+    a.cmp(REM, 3)?;
+    a.jne(fold)?;
+    xp_step(e, rows, g, 0, 0, 0, true)?;
+    xp_step(e, rows, g, 2 * BLOCK_BYTES as i32, XP_ENTRY, 1, false)?;
+    e.asm().jmp(fold)?;
+    e.set_label(&mut two)?;
+    xp_step(e, rows, g, 0, 0, 0, true)?;
+    e.asm().jmp(fold)?;
+    e.set_label(&mut one)?;
+    xp_step(e, rows, g, 0, 0, 0, false)?;
+    e.set_label(&mut fold)?;
+    // The contract's fold; vector n's outputs start at (N + n)·ROWS + R.
+    let a = e.asm();
+    a.mov(rax, N)?;
+    a.imul_2(rax, ROWS)?;
+    a.add(rax, R)?;
+    for n in 0..g.vecs {
+        let out = match n {
+            0 => rax,
+            _ => REM,
+        };
+        match n {
+            1 => a.lea(REM, rax + ROWS)?,
+            2 => a.lea(REM, rax + ROWS * 2)?,
+            _ => {}
+        }
+        for i in 0..rows {
+            let (t, h) = (g.t, g.t2);
+            a.vaddps(ZMM[t], ZMM[g.acc(i, n, 0)], ZMM[g.acc(i, n, 1)])?;
+            a.vextractf64x4(YMM[h], ZMM[t], 1)?;
+            a.vaddps(YMM[t], YMM[t], YMM[h])?;
+            a.vextractf32x4(XMM[h], YMM[t], 1)?;
+            a.vaddps(XMM[t], XMM[t], XMM[h])?;
+            a.vmovhlps(XMM[h], XMM[h], XMM[t])?;
+            a.vaddps(XMM[t], XMM[t], XMM[h])?;
+            a.vmovshdup(XMM[h], XMM[t])?;
+            a.vaddss(XMM[t], XMM[t], XMM[h])?;
+            a.vmovss(dword_ptr(Y + out * 4 + 4 * i as i32), XMM[t])?;
+        }
+    }
+    Ok(())
+}
+
+/// Blocks `b, b+1` of W at `wdisp` from PW (only `b` when `!pair`), whose
+/// packed x entries are at `xdisp` from PX, into accumulator pair `p` of
+/// each row and vector of the pass.
+fn xp_step(
+    e: &mut Emitter,
+    rows: usize,
+    g: &Regs,
+    wdisp: i32,
+    xdisp: i32,
+    p: usize,
+    pair: bool,
+) -> Result<(), EmitError> {
+    let next = wdisp + BLOCK_BYTES as i32;
+    for i in 0..rows {
+        let a = e.asm();
+        a.vmovdqu32(YMM[g.wq], ymmword_ptr(wmem(i, wdisp + 2)))?;
+        if pair {
+            a.vinserti64x4(ZMM[g.wq], ZMM[g.wq], ymmword_ptr(wmem(i, next + 2)), 1)?;
+        }
+        a.vpxorq(ZMM[g.wq], ZMM[g.wq], ZMM[g.bias])?;
+        scales512(e, g.sw, g, wmem(i, wdisp), wmem(i, next), pair)?;
+        for n in 0..g.vecs {
+            let a = e.asm();
+            a.vmovdqa64(ZMM[g.q], zmmword_ptr(xp_mem(n, xdisp + 64)))?;
+            a.vpdpbusd(ZMM[g.q], ZMM[g.wq], zmmword_ptr(xp_mem(n, xdisp)))?;
+            a.vcvtdq2ps(ZMM[g.q], ZMM[g.q])?;
+            a.vmulps(ZMM[g.s], ZMM[g.sw], zmmword_ptr(xp_mem(n, xdisp + 128)))?;
+            a.vmulps(ZMM[g.q], ZMM[g.q], ZMM[g.s])?;
+            let acc = g.acc(i, n, p);
+            a.vaddps(ZMM[acc], ZMM[acc], ZMM[g.q])?;
+        }
     }
     Ok(())
 }
