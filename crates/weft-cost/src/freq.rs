@@ -26,6 +26,10 @@
 //! 2. **Loop guard.** A branch that either enters an inner loop's header or
 //!    skips to that loop's exit goes into the loop when its trip count is
 //!    non-zero, past it otherwise.
+//!    **Path guard.** Otherwise, a branch one of whose sides dominates
+//!    loops that all have zero trips while the other dominates a loop with
+//!    trips goes the second way: the geometry chose between two paths (a
+//!    body with a packed copy of its operand, or without).
 //! 3. **Rare lanes.** A branch whose condition comes (within its block) from
 //!    an all-lanes vector test (`vptest`, `kortest`, a vector-to-general
 //!    register move, arm64 `umov`/`fmov`) guards per-lane exceptional work:
@@ -446,6 +450,30 @@ fn decide(
                     Split::Only(past, into)
                 };
             }
+        }
+    }
+    // Rule 2b: a path guard, choosing between regions of loops. The loops
+    // a side leads to are the outermost of those whose headers it
+    // dominates (an inner loop's trips count only when its parent runs).
+    let led_to = |s: usize| {
+        let dominated = |l: &crate::cfg::Loop| !l.contains(b) && cfg.dominates(s, l.header);
+        cfg.loops
+            .iter()
+            .enumerate()
+            .filter(move |(_, l)| {
+                dominated(l) && !l.parent.is_some_and(|p| dominated(&cfg.loops[p]))
+            })
+            .map(|(c, _)| c)
+            .collect::<Vec<_>>()
+    };
+    let zero_only = |s: usize| {
+        let led = led_to(s);
+        !led.is_empty() && led.iter().all(|&c| trips[c] == 0)
+    };
+    let runs_some = |s: usize| led_to(s).iter().any(|&c| trips[c] > 0);
+    for (dead, live) in [(s0, s1), (s1, s0)] {
+        if zero_only(dead) && runs_some(live) {
+            return Split::Only(live, dead);
         }
     }
     // Rule 3: rare lanes.

@@ -36,7 +36,8 @@
 //! laid out for the row passes ([`XP_ENTRY`] bytes per vector and block
 //! pair: quants, the bias correction, the scales as f32, each a whole
 //! zmm), then runs passes of `rows_per_pass` rows × 3 vectors (24
-//! accumulators) that take every x operand from memory. A (row, vector,
+//! accumulators; a last two or one vector take passes of their own) that
+//! take every x operand from memory. A (row, vector,
 //! block pair) then costs the contract's five vector operations and
 //! loads; the row's quants, bias and scales serve three vectors. The
 //! matrix products of a prompt's 8-token chunk ran at 29 GMAC/s with one
@@ -227,6 +228,8 @@ impl Q8MatvecX64 {
                 v.push((format!("xp.r{p}.rows"), 0));
                 v.push((format!("xp.r{p}.batch3"), 1));
                 v.push((format!("xp.r{p}v3.blocks4"), 2));
+                v.push((format!("xp.r{p}.batch2"), 1));
+                v.push((format!("xp.r{p}v2.blocks4"), 2));
                 v.push((format!("xp.r{p}.batch"), 1));
                 v.push((format!("xp.r{p}.blocks4"), 2));
             }
@@ -341,7 +344,7 @@ unsafe impl Twin for Q8MatvecX64 {
     /// The packed-x path's loops first (trips 0 unless the geometry takes
     /// it, [`takes_packed_x`]: packing walks `batch` vectors of `blocks /
     /// 2` pairs, then its row passes as below with vectors three at a
-    /// time, then one at a time), then the other path's (trips 0 when the
+    /// time, then two, then one), then the other path's (trips 0 when the
     /// packed-x path runs).
     ///
     /// Rows per pass outermost, then vectors, then groups of four blocks:
@@ -377,8 +380,9 @@ unsafe impl Twin for Q8MatvecX64 {
                     (0, _) if r > 1 => rows % r,
                     (0, _) => rows,
                     (1, l) if l.ends_with(".batch3") => batch / 3,
+                    (1, l) if l.ends_with(".batch2") && name.starts_with("xp.") => batch % 3 / 2,
                     (1, l) if l.ends_with(".batch2") => batch / 2,
-                    (1, _) if name.starts_with("xp.") => batch % 3,
+                    (1, _) if name.starts_with("xp.") => batch % 3 % 2,
                     (1, _) if multi && self.pairs_vectors() => batch % 2,
                     (1, _) => batch,
                     _ => blocks / 4,
@@ -655,21 +659,33 @@ fn vector_pairs(
     rows: usize,
     body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
 ) -> Result<CodeLabel, EmitError> {
-    vector_groups(e, marks, format!("r{rows}.batch2"), 2, body)
+    vector_groups(e, marks, format!("r{rows}.batch2"), 2, None, body)
 }
 
 /// `body` for vectors `N .. N + count` while all are below `batch`, from
-/// the `N` the caller set, marked `name`. Returns the loop's exit,
+/// the `N` the caller set, marked `name`, its head `head` when given (an
+/// unplaced label another loop exits to). Returns the loop's exit,
 /// unplaced (as [`vector_pairs`]).
 fn vector_groups(
     e: &mut Emitter,
     marks: &mut Vec<Mark>,
     name: String,
     count: i32,
+    head: Option<CodeLabel>,
     body: impl FnOnce(&mut Emitter, &mut Vec<Mark>) -> Result<(), EmitError>,
 ) -> Result<CodeLabel, EmitError> {
     let out = e.create_label();
-    let mark = loop_head(e, name)?;
+    let mark = match head {
+        Some(mut head) => {
+            e.set_label(&mut head)?;
+            Mark {
+                name,
+                head,
+                back: e.create_label(),
+            }
+        }
+        None => loop_head(e, name)?,
+    };
     let top = mark.head;
     e.asm().lea(rax, N + count)?;
     e.asm().cmp(rax, qword_ptr(ARGS + offsets::BATCH))?;
@@ -1167,8 +1183,18 @@ fn xp_vectors(
 ) -> Result<(), EmitError> {
     e.asm().xor(N, N)?;
     let g3 = xp_regs(rows, 3);
-    let singles = vector_groups(e, marks, format!("xp.r{rows}.batch3"), 3, |e, marks| {
-        xp_pass(e, marks, rows, &g3, prefetch)
+    let pairs = vector_groups(
+        e,
+        marks,
+        format!("xp.r{rows}.batch3"),
+        3,
+        None,
+        |e, marks| xp_pass(e, marks, rows, &g3, prefetch),
+    )?;
+    let g2 = xp_regs(rows, 2);
+    let name = format!("xp.r{rows}.batch2");
+    let singles = vector_groups(e, marks, name, 2, Some(pairs), |e, marks| {
+        xp_pass(e, marks, rows, &g2, prefetch)
     })?;
     let g1 = xp_regs(rows, 1);
     each_vector_named(
