@@ -94,6 +94,53 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The model a bench times: the real SmolLM2-135M with a cache of
+/// `max_seq` positions, or the embedded one of its shape when `offline`
+/// or when it cannot be fetched — unless a peer is to be compared, which
+/// needs the real one. `who` begins the messages.
+pub(crate) fn bench_model(
+    who: &str,
+    offline: bool,
+    peer: bool,
+    max_seq: usize,
+) -> Result<Model, String> {
+    if offline && peer {
+        return Err(format!(
+            "{who}: --peer times llama.cpp on SmolLM2; it cannot be compared with the embedded synthetic model (--offline)"
+        ));
+    }
+    let model = if offline {
+        None
+    } else {
+        match weft_fetch::fetch_model(&mut |line| eprintln!("{who}: {line}")) {
+            Ok(path) => Some(Model::open(&path, max_seq).map_err(|e| e.to_string())?),
+            Err(e) => {
+                eprintln!("{who}: no model file ({e}); timing the embedded model");
+                None
+            }
+        }
+    };
+    match model {
+        Some(m) => Ok(m),
+        None if peer => Err(format!(
+            "{who}: --peer needs the real model (llama.cpp cannot run the embedded synthetic one), and it could not be fetched"
+        )),
+        None => Model::embedded(&Config {
+            max_seq,
+            ..Config::smollm2_135m()
+        })
+        .map_err(|e| e.to_string()),
+    }
+}
+
+/// What the messages call `model`: its file, or the embedded model.
+pub(crate) fn model_label(model: &Model) -> String {
+    match &model.source {
+        weft_llm::Source::File(p) => p.display().to_string(),
+        weft_llm::Source::Embedded => "the embedded model".to_owned(),
+    }
+}
+
 /// One round: reset, prompt, then [`TOKENS`] timed decode steps; tokens/s.
 fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     e.reset();
@@ -193,6 +240,43 @@ impl Peer {
         self.avg_ts_of(&self.run(extra, threads)?)
     }
 
+    /// Which options the peer runs with on this host: every run of
+    /// `runs` (llama-bench arguments after `-m`, threads) with its
+    /// defaults, stopping at the first that fails; if one did, all of them
+    /// again with `--repack 0` (on some hosts its default CPU repacking —
+    /// the AMX extra buffer in a virtual machine — dies with SIGSEGV on
+    /// prompt processing). `None` when the defaults work, else why
+    /// repacking is off; an error if `--repack 0` fails too.
+    pub(crate) fn repack_fallback(
+        &self,
+        runs: &[(Vec<String>, usize)],
+    ) -> Result<Option<String>, String> {
+        let mut crash = None;
+        for (args, t) in runs {
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = self.run(&argv, *t)?;
+            if !out.status.success() {
+                crash = Some(format!(
+                    "`llama-bench {} -t {t}` with its default options failed ({})",
+                    args.join(" "),
+                    out.status
+                ));
+                break;
+            }
+            self.avg_ts_of(&out)?;
+        }
+        let Some(crash) = crash else {
+            return Ok(None);
+        };
+        for (args, t) in runs {
+            let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            argv.extend(["--repack", "0"]);
+            self.avg_ts(&argv, *t)
+                .map_err(|e| format!("{e}; with --repack 0 too ({crash})"))?;
+        }
+        Ok(Some(crash))
+    }
+
     /// One generation of [`TOKENS`] tokens on `threads` threads; tokens/s.
     fn round(&self, threads: usize) -> Result<f64, String> {
         self.avg_ts(&["-p", "0", "-n", &TOKENS.to_string()], threads)
@@ -224,43 +308,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
     let with_neighbour = args.iter().any(|a| a == "--neighbour");
     let peer = Peer::from_args(args, "bench decode")?;
-    if offline && peer.is_some() {
-        return Err(
-            "bench decode: --peer times llama.cpp on SmolLM2; it cannot be compared with the embedded synthetic model (--offline)"
-                .into(),
-        );
-    }
     // Room for the deepest context and a round's tokens after it.
     let max_seq = DEPTHS[DEPTHS.len() - 1] + TOKENS + 8;
-    let model = if offline {
-        None
-    } else {
-        match weft_fetch::fetch_model(&mut |line| eprintln!("bench decode: {line}")) {
-            Ok(path) => Some(Model::open(&path, max_seq).map_err(|e| e.to_string())?),
-            Err(e) => {
-                eprintln!("bench decode: no model file ({e}); timing the embedded model");
-                None
-            }
-        }
-    };
-    let model = match model {
-        Some(m) => m,
-        None if peer.is_some() => {
-            return Err(
-                "bench decode: --peer needs the real model (llama.cpp cannot run the embedded synthetic one), and it could not be fetched"
-                    .into(),
-            )
-        }
-        None => Model::embedded(&Config {
-            max_seq,
-            ..Config::smollm2_135m()
-        })
-        .map_err(|e| e.to_string())?,
-    };
-    let what = match &model.source {
-        weft_llm::Source::File(p) => p.display().to_string(),
-        weft_llm::Source::Embedded => "the embedded model".to_owned(),
-    };
+    let model = bench_model("bench decode", offline, peer.is_some(), max_seq)?;
+    let what = model_label(&model);
     // For the summary line: the file's name, or `embedded`.
     let model_name = match &model.source {
         weft_llm::Source::File(p) => p.file_name().map_or_else(
@@ -445,23 +496,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The text a depth's context is made of (its ids repeated to the depth).
-const DEPTH_TEXT: &str = "The lighthouse keeper climbed the stairs every evening, counted the \
-ships that passed the rocks, and wrote their names in a book that nobody else read. ";
-
-/// A `depth`-token context: [`DEPTH_TEXT`]'s ids repeated (any ids for
-/// the embedded model).
-fn depth_prompt(model: &Model, depth: usize) -> Vec<u32> {
-    let vocab = model.weights.config.vocab as u32;
-    let ids = match &model.source {
-        weft_llm::Source::File(_) => model
-            .tokenizer
-            .encode(DEPTH_TEXT, weft_tokenizer::Special::Parse),
-        weft_llm::Source::Embedded => (0..97).map(|i| (i * 37 + 5) % vocab).collect(),
-    };
-    ids.iter().copied().cycle().take(depth).collect()
-}
-
 /// One depth round: back to the context's end, then [`TOKENS`] timed
 /// greedy steps from the context's own next token; tokens/s.
 fn depth_round(e: &mut Engine, depth: usize, first: u32) -> Result<f64, String> {
@@ -498,36 +532,21 @@ fn depth_section(
             &mut |_, _| {},
         )
         .map_err(|e| e.to_string())?;
-        e.prefill(&depth_prompt(model, d))
+        e.prefill(&crate::bench_prefill::prompt(model, d))
             .map_err(|x| x.to_string())?;
         let first = e.argmax();
         engines.push((e, d, first));
     }
-    let tokens = TOKENS.to_string();
-    let depth_args = |d: &str, repack_off: bool| {
-        let mut v = vec!["-p", "0", "-n", tokens.as_str(), "-d"];
-        v.push(d);
-        if repack_off {
-            v.extend(["--repack", "0"]);
-        }
-        v.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    // llama-bench's arguments at depth `d`.
+    let depth_args = |d: usize| -> Vec<String> {
+        ["-p", "0", "-n", &TOKENS.to_string(), "-d", &d.to_string()]
+            .map(str::to_owned)
+            .to_vec()
     };
     // Whether the peer needs `--repack 0`, and why.
     let repack_off = match peer {
         None => None,
-        Some(p) => {
-            let d = DEPTHS[0].to_string();
-            let args = depth_args(&d, false);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = p.run(&args, 1)?;
-            match p.avg_ts_of(&out) {
-                Ok(_) => None,
-                Err(_) => Some(format!(
-                    "`llama-bench -d {d}` with its default options failed ({})",
-                    out.status
-                )),
-            }
-        }
+        Some(p) => p.repack_fallback(&[(depth_args(DEPTHS[0]), 1)])?,
     };
     // Warm-up: every engine once.
     for (e, d, first) in &mut engines {
@@ -543,8 +562,10 @@ fn depth_section(
                 depth_round(e, *d, *first)?
             } else {
                 let p = peer.expect("peer slots exist only with a peer");
-                let d = DEPTHS[i - DEPTHS.len()].to_string();
-                let args = depth_args(&d, repack_off.is_some());
+                let mut args = depth_args(DEPTHS[i - DEPTHS.len()]);
+                if repack_off.is_some() {
+                    args.extend(["--repack".to_owned(), "0".to_owned()]);
+                }
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 p.avg_ts(&args, 1)?
             };

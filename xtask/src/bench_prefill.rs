@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 use weft_kernel::Host;
 use weft_llm::{Config, Engine, Model};
 
-use crate::bench_decode::Peer;
+use crate::bench_decode::{bench_model, model_label, Peer};
 use crate::peaks;
 
 /// The name messages begin with.
@@ -88,8 +88,9 @@ const TEXT: &str = "The river runs past the old mill, where the miller's daughte
     yard and wait their turn, talking about the weather, the prices at the market and \
     the new bridge the council has been promising them for years.";
 
-/// The prompt of `n` tokens for `model` (see the module's docs).
-fn prompt(model: &Model, n: usize) -> Vec<u32> {
+/// The prompt of `n` tokens for `model` (see the module's docs; `bench
+/// decode` fills its depth contexts with it too).
+pub(crate) fn prompt(model: &Model, n: usize) -> Vec<u32> {
     let vocab = model.weights.config.vocab;
     if model.source == weft_llm::Source::Embedded {
         return (0..n).map(|i| ((i * 37 + 5) % vocab) as u32).collect();
@@ -174,34 +175,14 @@ fn peer_rate(p: &Peer, n: usize, threads: usize, repack_off: bool) -> Result<f64
 }
 
 /// The warm-up of the peer, which also picks its options: every prompt
-/// and thread count with llama-bench's defaults, then, if one run failed,
-/// all again with `--repack 0`. Whether repacking is off, and why.
+/// and thread count ([`Peer::repack_fallback`]). Whether repacking is
+/// off, and why.
 fn peer_setup(p: &Peer) -> Result<Option<String>, String> {
-    let mut crash = None;
-    'probe: for &n in &LENGTHS {
-        for &t in &THREADS {
-            let args = peer_args(n, false);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = p.run(&args, t)?;
-            if !out.status.success() {
-                crash = Some(format!(
-                    "`llama-bench -p {n} -n 0 -t {t}` with its default options failed ({})",
-                    out.status
-                ));
-                break 'probe;
-            }
-            p.avg_ts_of(&out)?;
-        }
-    }
-    let Some(crash) = crash else {
-        return Ok(None);
-    };
-    for &n in &LENGTHS {
-        for &t in &THREADS {
-            peer_rate(p, n, t, true).map_err(|e| format!("{e}; with --repack 0 too ({crash})"))?;
-        }
-    }
-    Ok(Some(crash))
+    let runs: Vec<(Vec<String>, usize)> = LENGTHS
+        .iter()
+        .flat_map(|&n| THREADS.iter().map(move |&t| (peer_args(n, false), t)))
+        .collect();
+    p.repack_fallback(&runs)
 }
 
 /// int8 operations of one prompt token: 2 × the multiply-adds of the
@@ -216,39 +197,8 @@ fn int8_ops_per_token(c: &Config) -> f64 {
 pub fn run(args: &[String]) -> Result<(), String> {
     let offline = args.iter().any(|a| a == "--offline");
     let peer = Peer::from_args(args, WHO)?;
-    if offline && peer.is_some() {
-        return Err(format!(
-            "{WHO}: --peer times llama.cpp on SmolLM2; it cannot be compared with the embedded synthetic model (--offline)"
-        ));
-    }
-    let model = if offline {
-        None
-    } else {
-        match weft_fetch::fetch_model(&mut |line| eprintln!("{WHO}: {line}")) {
-            Ok(path) => Some(Model::open(&path, MAX_SEQ).map_err(|e| e.to_string())?),
-            Err(e) => {
-                eprintln!("{WHO}: no model file ({e}); timing the embedded model");
-                None
-            }
-        }
-    };
-    let model = match model {
-        Some(m) => m,
-        None if peer.is_some() => {
-            return Err(format!(
-                "{WHO}: --peer needs the real model (llama.cpp cannot run the embedded synthetic one), and it could not be fetched"
-            ))
-        }
-        None => Model::embedded(&Config {
-            max_seq: MAX_SEQ,
-            ..Config::smollm2_135m()
-        })
-        .map_err(|e| e.to_string())?,
-    };
-    let what = match &model.source {
-        weft_llm::Source::File(p) => p.display().to_string(),
-        weft_llm::Source::Embedded => "the embedded model".to_owned(),
-    };
+    let model = bench_model(WHO, offline, peer.is_some(), MAX_SEQ)?;
+    let what = model_label(&model);
     let options = weft_plan::Options::from_env().map_err(|e| e.to_string())?;
     let prompts: Vec<Vec<u32>> = LENGTHS.iter().map(|&n| prompt(&model, n)).collect();
     let mut engines = Vec::new();

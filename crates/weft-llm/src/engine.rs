@@ -1151,6 +1151,18 @@ mod tests {
         }
     }
 
+    /// A one-thread engine over `c`'s synthetic weights, arms only, no race.
+    fn arm_engine(c: &Config) -> Engine {
+        let options = Options {
+            mode: EmitMode::Off,
+            cache: CacheLocation::InMemory,
+            racing: false,
+            ..Options::default()
+        };
+        let w = Arc::new(synthetic::weights(c));
+        Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles")
+    }
+
     #[test]
     fn every_site_carries_its_label_in_plan_order() {
         let sites = sites(&small()).expect("sites");
@@ -1256,14 +1268,7 @@ mod tests {
     #[test]
     fn one_step_calls_every_site_in_plan_order_once_per_layer() {
         let c = small();
-        let options = Options {
-            mode: EmitMode::Off,
-            cache: CacheLocation::InMemory,
-            racing: false,
-            ..Options::default()
-        };
-        let w = Arc::new(synthetic::weights(&c));
-        let mut e = Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles");
+        let mut e = arm_engine(&c);
         e.step(7).expect("step");
         let block: Vec<usize> = (0..ROLES.len()).filter(|&i| ROLES[i].per_layer()).collect();
         let (first, last) = (block[0], block[block.len() - 1]);
@@ -1287,14 +1292,7 @@ mod tests {
             max_seq: 16,
             ..small()
         };
-        let options = Options {
-            mode: EmitMode::Off,
-            cache: CacheLocation::InMemory,
-            racing: false,
-            ..Options::default()
-        };
-        let w = Arc::new(synthetic::weights(&c));
-        let mut e = Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles");
+        let mut e = arm_engine(&c);
         let batch = super::prefill_batch(&c);
         assert_eq!(batch, 8);
         for site in &e.plan().sites()[SITES..] {

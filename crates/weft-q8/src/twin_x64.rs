@@ -612,11 +612,11 @@ fn emit(
             let mut singles = None;
             if let Some(g) = &regs_rv {
                 singles = Some(vector_pairs(e, marks, rows, |e, marks| {
-                    pass(e, marks, tier, rows, g, prefetch)
+                    pass(e, marks, tier, rows, g, prefetch, XSource::Rows)
                 })?);
             }
             each_vector(e, marks, rows, singles, |e, marks| {
-                pass(e, marks, tier, rows, &regs_r, prefetch)
+                pass(e, marks, tier, rows, &regs_r, prefetch, XSource::Rows)
             })?;
             e.asm().add(R, rows as i32)?;
             loop_back(e, mark, marks)?;
@@ -632,7 +632,7 @@ fn emit(
         e.asm().jae(done)?;
         e.asm().xor(N, N)?;
         each_vector(e, marks, 1, None, |e, marks| {
-            pass(e, marks, tier, 1, &regs_1, prefetch)
+            pass(e, marks, tier, 1, &regs_1, prefetch, XSource::Rows)
         })?;
         e.asm().inc(R)?;
         loop_back(e, mark, marks)?;
@@ -740,9 +740,19 @@ fn each_vector_named(
     e.set_label(&mut out)
 }
 
+/// Where a pass reads x.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum XSource {
+    /// Its Q8_0 blocks (vector `N + 1` is `ROW_BYTES` after `N`: x rows
+    /// have W's blocks).
+    Rows,
+    /// The packed copy ([`packed_x_path`]; VNNI only): vector `n`'s
+    /// entries start `n · X` bytes after PX.
+    Packed,
+}
+
 /// One pass over `rows` rows starting at row `R` of vectors `N..N +
-/// g.vecs` (vector `N + 1` is `ROW_BYTES` after `N`: x rows have W's
-/// blocks).
+/// g.vecs`, reading x from `x`.
 fn pass(
     e: &mut Emitter,
     marks: &mut Vec<Mark>,
@@ -750,14 +760,32 @@ fn pass(
     rows: usize,
     g: &Regs,
     prefetch: i32,
+    x: XSource,
 ) -> Result<(), EmitError> {
     let a = e.asm();
     a.mov(PW, R)?;
     a.imul_2(PW, ROW_BYTES)?;
     a.add(PW, W)?;
     a.mov(PX, N)?;
-    a.imul_2(PX, ROW_BYTES)?;
-    a.add(PX, X)?;
+    match x {
+        XSource::Rows => {
+            a.imul_2(PX, ROW_BYTES)?;
+            a.add(PX, X)?;
+        }
+        XSource::Packed => {
+            a.imul_2(PX, X)?;
+            a.add(PX, qword_ptr(rsp + S_XBUF))?;
+        }
+    }
+    // Blocks `2k, 2k + 1` (only `2k` when `!pair`) of the four-block group
+    // at PW/PX into accumulator pair `k` (AVX-512).
+    let step512 = |e: &mut Emitter, k: usize, pair: bool| {
+        let wdisp = 2 * k as i32 * BLOCK_BYTES as i32;
+        match x {
+            XSource::Rows => blocks512(e, tier, rows, g, wdisp, k, pair),
+            XSource::Packed => xp_step(e, rows, g, wdisp, k as i32 * XP_ENTRY, k, pair),
+        }
+    };
     for &acc in &g.acc {
         match tier {
             Tier::Avx512Vnni | Tier::Avx512Bw => a.vpxord(ZMM[acc], ZMM[acc], ZMM[acc])?,
@@ -766,7 +794,6 @@ fn pass(
     }
     if rows > 1 && prefetch > 0 {
         let past = match rows {
-            1 => PW + ROW_BYTES + prefetch,
             2 => PW + ROW_BYTES * 2 + prefetch,
             _ => PW + ROW_BYTES * 4 + prefetch,
         };
@@ -776,8 +803,12 @@ fn pass(
     a.shr(COUNT, 2)?;
     let mut skip = e.create_label();
     e.asm().je(skip)?;
-    let v = if g.vecs > 1 { "v2" } else { "" };
-    let mark = loop_head(e, format!("r{rows}{v}.blocks4"))?;
+    let path = if x == XSource::Packed { "xp." } else { "" };
+    let v = match g.vecs {
+        1 => String::new(),
+        n => format!("v{n}"),
+    };
+    let mark = loop_head(e, format!("{path}r{rows}{v}.blocks4"))?;
     // Software prefetch, one linear stream over the next pass's bytes:
     // this pass's rows are the contiguous range [PW, PW + rows·row_bytes),
     // so PF = PW + rows·row_bytes + `prefetch`, advanced by rows·136 bytes
@@ -796,8 +827,8 @@ fn pass(
     }
     match tier {
         Tier::Avx512Vnni | Tier::Avx512Bw => {
-            blocks512(e, tier, rows, g, 0, 0, true)?;
-            blocks512(e, tier, rows, g, 2 * BLOCK_BYTES as i32, 1, true)?;
+            step512(e, 0, true)?;
+            step512(e, 1, true)?;
         }
         Tier::Avx2 => {
             for k in 0..4 {
@@ -806,7 +837,11 @@ fn pass(
         }
     }
     e.asm().add(PW, 4 * BLOCK_BYTES as i32)?;
-    e.asm().add(PX, 4 * BLOCK_BYTES as i32)?;
+    let x_step = match x {
+        XSource::Rows => 4 * BLOCK_BYTES as i32,
+        XSource::Packed => 2 * XP_ENTRY,
+    };
+    e.asm().add(PX, x_step)?;
     e.asm().dec(COUNT)?;
     let top = mark.head;
     loop_back(e, mark, marks)?;
@@ -821,7 +856,8 @@ fn pass(
             e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
         }
     }
-    // Tail: blocks % 4 more blocks into groups 0, 1, 2.
+    // Tail: blocks % 4 more blocks into groups 0, 1, 2 (the packed copy
+    // pads a ragged pair like the ragged loads here).
     let mut fold = e.create_label();
     let a = e.asm();
     a.mov(REM, BLOCKS)?;
@@ -836,14 +872,14 @@ fn pass(
             e.asm().je(two)?;
             e.asm().cmp(REM, 3)?;
             e.asm().jne(fold)?;
-            blocks512(e, tier, rows, g, 0, 0, true)?;
-            blocks512(e, tier, rows, g, 2 * BLOCK_BYTES as i32, 1, false)?;
+            step512(e, 0, true)?;
+            step512(e, 1, false)?;
             e.asm().jmp(fold)?;
             e.set_label(&mut two)?;
-            blocks512(e, tier, rows, g, 0, 0, true)?;
+            step512(e, 0, true)?;
             e.asm().jmp(fold)?;
             e.set_label(&mut one)?;
-            blocks512(e, tier, rows, g, 0, 0, false)?;
+            step512(e, 0, false)?;
         }
         Tier::Avx2 => {
             for k in 0..3 {
@@ -855,18 +891,20 @@ fn pass(
     }
     e.set_label(&mut fold)?;
     // The contract's fold and one store per row and vector: vector `n`'s
-    // outputs start at `(N + n) · ROWS + R`, in rax (n = 0) and REM (n = 1,
+    // outputs start at `(N + n) · ROWS + R`, in rax (n = 0) and REM (n > 0,
     // free after the tail).
     let a = e.asm();
     a.mov(rax, N)?;
     a.imul_2(rax, ROWS)?;
     a.add(rax, R)?;
-    if g.vecs > 1 {
-        a.lea(REM, rax + ROWS)?;
-    }
-    for (i, n) in (0..rows).flat_map(|i| (0..g.vecs).map(move |n| (i, n))) {
+    for (n, i) in (0..g.vecs).flat_map(|n| (0..rows).map(move |i| (n, i))) {
         let (t, h) = (g.t, g.t2);
         let out = if n == 0 { rax } else { REM };
+        match (n, i) {
+            (1, 0) => a.lea(REM, rax + ROWS)?,
+            (2, 0) => a.lea(REM, rax + ROWS * 2)?,
+            _ => {}
+        }
         match tier {
             Tier::Avx512Vnni | Tier::Avx512Bw => {
                 // (g0+g2 | g1+g3), then low + high.
@@ -1181,29 +1219,26 @@ fn xp_vectors(
     rows: usize,
     prefetch: i32,
 ) -> Result<(), EmitError> {
+    // A pass of `vecs` vectors over the packed copy.
+    let packed = |vecs: usize| {
+        let g = xp_regs(rows, vecs);
+        move |e: &mut Emitter, marks: &mut Vec<Mark>| {
+            pass(
+                e,
+                marks,
+                Tier::Avx512Vnni,
+                rows,
+                &g,
+                prefetch,
+                XSource::Packed,
+            )
+        }
+    };
     e.asm().xor(N, N)?;
-    let g3 = xp_regs(rows, 3);
-    let pairs = vector_groups(
-        e,
-        marks,
-        format!("xp.r{rows}.batch3"),
-        3,
-        None,
-        |e, marks| xp_pass(e, marks, rows, &g3, prefetch),
-    )?;
-    let g2 = xp_regs(rows, 2);
-    let name = format!("xp.r{rows}.batch2");
-    let singles = vector_groups(e, marks, name, 2, Some(pairs), |e, marks| {
-        xp_pass(e, marks, rows, &g2, prefetch)
-    })?;
-    let g1 = xp_regs(rows, 1);
-    each_vector_named(
-        e,
-        marks,
-        format!("xp.r{rows}.batch"),
-        Some(singles),
-        |e, marks| xp_pass(e, marks, rows, &g1, prefetch),
-    )
+    let name = |group: &str| format!("xp.r{rows}.batch{group}");
+    let pairs = vector_groups(e, marks, name("3"), 3, None, packed(3))?;
+    let singles = vector_groups(e, marks, name("2"), 2, Some(pairs), packed(2))?;
+    each_vector_named(e, marks, name(""), Some(singles), packed(1))
 }
 
 /// Copy the pair (or, `!pair`, the single block) of x at PW into the entry
@@ -1240,116 +1275,6 @@ fn xp_mem(n: usize, disp: i32) -> AsmMemoryOperand {
         1 => PX + X + disp,
         _ => PX + X * 2 + disp,
     }
-}
-
-/// One packed-x pass: `rows` rows at `R`, vectors `N .. N + g.vecs`.
-fn xp_pass(
-    e: &mut Emitter,
-    marks: &mut Vec<Mark>,
-    rows: usize,
-    g: &Regs,
-    prefetch: i32,
-) -> Result<(), EmitError> {
-    let a = e.asm();
-    a.mov(PW, R)?;
-    a.imul_2(PW, ROW_BYTES)?;
-    a.add(PW, W)?;
-    a.mov(PX, N)?;
-    a.imul_2(PX, X)?;
-    a.add(PX, qword_ptr(rsp + S_XBUF))?;
-    for &acc in &g.acc {
-        a.vpxord(ZMM[acc], ZMM[acc], ZMM[acc])?;
-    }
-    // The same prefetch stream as the other path's multi-row passes.
-    let streams = rows > 1 && prefetch > 0;
-    if streams {
-        let past = match rows {
-            2 => PW + ROW_BYTES * 2 + prefetch,
-            _ => PW + ROW_BYTES * 4 + prefetch,
-        };
-        a.lea(PF, past)?;
-    }
-    a.mov(COUNT, BLOCKS)?;
-    a.shr(COUNT, 2)?;
-    let mut skip = e.create_label();
-    e.asm().je(skip)?;
-    let mark = loop_head(
-        e,
-        format!("xp.r{rows}v{}.blocks4", g.vecs).replace("v1.", "."),
-    )?;
-    if streams {
-        for line in 0..prefetch_lines(rows) {
-            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
-        }
-        e.asm().add(PF, (rows * 4 * BLOCK_BYTES) as i32)?;
-    }
-    xp_step(e, rows, g, 0, 0, 0, true)?;
-    xp_step(e, rows, g, 2 * BLOCK_BYTES as i32, XP_ENTRY, 1, true)?;
-    let a = e.asm();
-    a.add(PW, 4 * BLOCK_BYTES as i32)?;
-    a.add(PX, 2 * XP_ENTRY)?;
-    a.dec(COUNT)?;
-    let top = mark.head;
-    loop_back(e, mark, marks)?;
-    e.asm().jne(top)?;
-    e.set_label(&mut skip)?;
-    if streams {
-        for line in 0..prefetch_lines(rows) {
-            e.asm().prefetcht0(byte_ptr(PF + 64 * line))?;
-        }
-    }
-    // Tail: blocks % 4 more blocks (the packed copy pads a ragged pair).
-    let mut fold = e.create_label();
-    let mut one = e.create_label();
-    let mut two = e.create_label();
-    let a = e.asm();
-    a.mov(REM, BLOCKS)?;
-    a.and(REM, 3)?;
-    a.cmp(REM, 1)?;
-    a.je(one)?;
-    a.cmp(REM, 2)?;
-    a.je(two)?;
-    a.cmp(REM, 3)?;
-    a.jne(fold)?;
-    xp_step(e, rows, g, 0, 0, 0, true)?;
-    xp_step(e, rows, g, 2 * BLOCK_BYTES as i32, XP_ENTRY, 1, false)?;
-    e.asm().jmp(fold)?;
-    e.set_label(&mut two)?;
-    xp_step(e, rows, g, 0, 0, 0, true)?;
-    e.asm().jmp(fold)?;
-    e.set_label(&mut one)?;
-    xp_step(e, rows, g, 0, 0, 0, false)?;
-    e.set_label(&mut fold)?;
-    // The contract's fold; vector n's outputs start at (N + n)·ROWS + R.
-    let a = e.asm();
-    a.mov(rax, N)?;
-    a.imul_2(rax, ROWS)?;
-    a.add(rax, R)?;
-    for n in 0..g.vecs {
-        let out = match n {
-            0 => rax,
-            _ => REM,
-        };
-        match n {
-            1 => a.lea(REM, rax + ROWS)?,
-            2 => a.lea(REM, rax + ROWS * 2)?,
-            _ => {}
-        }
-        for i in 0..rows {
-            let (t, h) = (g.t, g.t2);
-            a.vaddps(ZMM[t], ZMM[g.acc(i, n, 0)], ZMM[g.acc(i, n, 1)])?;
-            a.vextractf64x4(YMM[h], ZMM[t], 1)?;
-            a.vaddps(YMM[t], YMM[t], YMM[h])?;
-            a.vextractf32x4(XMM[h], YMM[t], 1)?;
-            a.vaddps(XMM[t], XMM[t], XMM[h])?;
-            a.vmovhlps(XMM[h], XMM[h], XMM[t])?;
-            a.vaddps(XMM[t], XMM[t], XMM[h])?;
-            a.vmovshdup(XMM[h], XMM[t])?;
-            a.vaddss(XMM[t], XMM[t], XMM[h])?;
-            a.vmovss(dword_ptr(Y + out * 4 + 4 * i as i32), XMM[t])?;
-        }
-    }
-    Ok(())
 }
 
 /// Blocks `b, b+1` of W at `wdisp` from PW (only `b` when `!pair`), whose
