@@ -393,39 +393,81 @@ fn real_model_native_q8_0_file_is_the_loaded_q4_1_file_and_follows_llama_cpp() {
     }
 }
 
-/// The real model's prompts fed in chunks (the engine's default, 8 tokens)
-/// and fed a token at a time give the same greedy continuation of
-/// [`REFERENCE_TOKENS`] tokens and the same digest of every logit
-/// returned, on the pinned prompts (each chat-wrapped too, so chunks are
-/// full and ragged).
+/// The real model's prompts fed in chunks (the engine's default, 64
+/// tokens, and 3) against the same prompts fed a token at a time, on the
+/// pinned prompts (each chat-wrapped too, so chunks are full and ragged):
+/// teacher-forced along the token-at-a-time greedy continuation of
+/// [`REFERENCE_TOKENS`] tokens, the chunked engine's greedy choice is the
+/// same at every step but near ties, and those are rare; every chunk
+/// length of 2 or more gives the same digest of every logit returned. (A
+/// chunk's matrix products are `q8_0.matmul`, a step's `q8_0.matvec`: two
+/// contracts that round differently, so the two paths' logits differ in
+/// their last bits. Measured on 2026-12-05: 140 of 144 steps agree; the
+/// other 4 are within 0.13 logits, one of them step 19 of the first
+/// prompt, the near tie where Weft and llama.cpp part too.)
 #[test]
 #[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
-fn real_model_chunked_prompts_continue_exactly_as_token_at_a_time_ones() {
+fn real_model_chunked_prompts_follow_token_at_a_time_continuations_but_for_near_ties() {
     let model = weft_llm::Model::open(&model_path(), 256).expect("the model loads");
     let mut e = engine(&model);
     let chunk = e.prefill_chunk();
     assert!(
-        chunk > 1,
+        chunk > 3,
         "the default chunk is {chunk}: nothing to compare"
     );
+    let argmax = |l: &[f32]| {
+        (0..l.len())
+            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+            .expect("logits") as u32
+    };
+    let mut ties = 0;
     for (prompt, _) in LLAMA_CPP_Q8_0 {
         for raw in [true, false] {
             let ids = model.prompt_tokens(prompt, raw);
-            let mut run = |tokens: usize| {
+            // The token-at-a-time continuation.
+            e.reset();
+            e.set_prefill_chunk(1).expect("chunk");
+            let mut logits = e.prefill(&ids).expect("prefill").to_vec();
+            let mut want = Vec::new();
+            for _ in 0..REFERENCE_TOKENS {
+                let next = argmax(&logits);
+                want.push(next);
+                logits = e.step(next).expect("decode step").to_vec();
+            }
+            // Chunked, forced along it.
+            let mut forced = |tokens: usize| {
                 e.reset();
                 e.set_prefill_chunk(tokens).expect("chunk");
-                e.prefill(&ids).expect("prefill");
-                let mut out = Vec::new();
-                for _ in 0..REFERENCE_TOKENS {
-                    let next = e.argmax();
-                    out.push(next);
-                    e.step(next).expect("decode step");
+                let mut logits = e.prefill(&ids).expect("prefill").to_vec();
+                let mut off = Vec::new();
+                for (step, &r) in want.iter().enumerate() {
+                    let best = argmax(&logits);
+                    if best != r {
+                        off.push((step, logits[best as usize] - logits[r as usize]));
+                    }
+                    logits = e.step(r).expect("decode step").to_vec();
                 }
-                (out, e.digest())
+                (off, e.digest())
             };
-            let chunked = run(chunk);
-            let one_by_one = run(1);
-            assert_eq!(chunked, one_by_one, "{prompt:?} ({} tokens)", ids.len());
+            let (off, digest) = forced(chunk);
+            assert_eq!(
+                forced(3),
+                (off.clone(), digest),
+                "{prompt:?}: chunks of {chunk} and of 3"
+            );
+            eprintln!("{prompt:?} raw {raw}: off at {off:?}");
+            for &(step, gap) in &off {
+                assert!(
+                    gap < NEAR_TIE,
+                    "{prompt:?}: step {step} is {gap} logits off"
+                );
+            }
+            ties += off.len();
         }
     }
+    assert!(
+        ties <= 6,
+        "{ties} near ties in {} steps",
+        6 * REFERENCE_TOKENS
+    );
 }

@@ -82,9 +82,11 @@ struct RunArgs {
     /// Keep generating past end-of-turn tokens (for timing).
     #[arg(long)]
     ignore_eos: bool,
-    /// Prompt tokens per chunk (1 to 8; 1 feeds a token at a time).
-    /// Default: the prefill batch the plan is compiled for (8). The
-    /// logits do not depend on it.
+    /// Prompt tokens per chunk (1 to 64; 1 feeds a token at a time
+    /// through the decode step's kernels). Default: the prefill batch the
+    /// plan is compiled for (64). Every chunk of 2 or more gives the same
+    /// logits; a token at a time differs in the last bits (another matrix
+    /// contract).
     #[arg(long)]
     batch: Option<usize>,
 }

@@ -23,10 +23,12 @@
 //! K and V projections write straight into the row for `p` and attention
 //! reads it with a position stride of `kv_dim`.
 //!
-//! A prompt runs the same flow over a chunk of `n ≤ 8` tokens at positions
-//! `p..p + n` with the prefill sites (see [`Engine`]): the activations are
-//! `n` rows, the K and V projections write the `n` cache rows at once, and
-//! attention takes `n` queries causally; the head runs for the last token.
+//! A prompt runs the same flow over a chunk of `n ≤ 64` tokens at
+//! positions `p..p + n` with the prefill sites (see [`Engine`]): the
+//! activations are `n` rows, the matrix products are `q8_0.matmul` over
+//! weights packed into panels when the engine is built, the K and V
+//! projections write the `n` cache rows at once, and attention takes `n`
+//! queries causally; the head runs for the last token.
 //!
 //! # One table of roles
 //!
@@ -57,6 +59,7 @@ use weft_loopnest::{
     RopeArgs, RopeTable, SiluMul, SiluMulArgs, Table,
 };
 use weft_plan::{Catalogue, CompiledPlan, Executor, Options, PlanError, Planner, SiteKernel};
+use weft_q8::matmul::{self, Q8MatmulArgs, Q8PanelWeights};
 use weft_q8::quantize::{self, Q8QuantizeArgs};
 use weft_q8::{Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
 
@@ -205,10 +208,11 @@ impl KernelSet {
     }
 }
 
-/// Tokens a prefill site is compiled for: the largest batch the Q8_0
-/// matrix-vector contract admits, so each chunk of a prompt reads every
-/// weight once for up to this many tokens.
-pub const PREFILL_BATCH: usize = weft_q8::MAX_BATCH;
+/// Tokens a prefill site is compiled for, and the default chunk: each
+/// chunk's matrix products (`q8_0.matmul`) read every weight panel once
+/// for this many tokens. 64 tokens keep a tile's vectors and the chunk's
+/// activations in L1/L2 while the products run near their compute peak.
+pub const PREFILL_BATCH: usize = 64;
 
 /// An extent of the model that sizes a site, as [`Config`] holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -274,12 +278,15 @@ macro_rules! roles {
         impl Kernels {
             /// The kernels of `set`: each role's from the plan's site
             /// `set.index(role)`, labelled as that site is.
+            /// The prefill set's matrix products hold the decode kernels:
+            /// a chunk calls [`Matmuls`] for those roles instead.
             fn new(plan: &CompiledPlan, set: KernelSet) -> Result<Kernels, PlanError> {
+                let set_of = |slot: usize| if PRODUCTS[slot] { KernelSet::Decode } else { set };
                 Ok(Kernels {
                     $($kernel: Kernel {
-                        code: plan.kernel(set.index(Slot::$kernel as usize))?,
-                        slot: set.index(Slot::$kernel as usize),
-                        label: set.label(Slot::$kernel as usize),
+                        code: plan.kernel(set_of(Slot::$kernel as usize).index(Slot::$kernel as usize))?,
+                        slot: set_of(Slot::$kernel as usize).index(Slot::$kernel as usize),
+                        label: set_of(Slot::$kernel as usize).label(Slot::$kernel as usize),
                         tensor: concat!($label, ".weight"),
                         extents: roles!(@extents $($extents)?),
                     },)*
@@ -306,6 +313,10 @@ macro_rules! roles {
             )*];
             per_role.iter().sum()
         }
+
+        /// Which roles are matrix products (a prompt chunk runs them
+        /// through `q8_0.matmul`, [`Matmuls`]).
+        const PRODUCTS: [bool; SITES] = [$(<$args as Declared>::PRODUCT),*];
 
         /// Each line's kernel field, for the test that it matches the label.
         #[cfg(test)]
@@ -391,6 +402,9 @@ struct Shapes<'a> {
     c: &'a Config,
     ops: &'a Ops,
     weights: Residency,
+    /// Which kernels the sites are for (a matrix product's family
+    /// depends on it).
+    set: KernelSet,
 }
 
 /// What the table's line says about a site whose kernel takes these
@@ -408,6 +422,8 @@ trait Declared: KernelArgs {
     fn matrix_elements(_extents: Self::Extents, _c: &Config) -> u64 {
         0
     }
+    /// The role is a matrix product (its prefill site is `q8_0.matmul`).
+    const PRODUCT: bool = false;
 }
 
 fn nest<O: NestOp>(op: &O) -> Site {
@@ -442,17 +458,25 @@ impl Declared for Q8QuantizeArgs {
 }
 
 /// A matrix product's extents: the rows and columns of its matrix.
+/// A decode step's site is `q8_0.matvec`; a prompt chunk's is
+/// `q8_0.matmul` at the same extents (weights packed by [`Matmuls`]).
 impl Declared for Q8MatvecArgs {
     type Extents = (Extent, Extent);
     const WEIGHTED: bool = true;
+    const PRODUCT: bool = true;
     fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
         let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
         let batch = s.ops.rows as u64;
-        Site::new(
-            Family(weft_q8::FAMILY),
-            weft_q8::geometry(rows, cols, batch),
-        )
-        .with_residency(s.weights)
+        let site = match s.set {
+            KernelSet::Decode => Site::new(
+                Family(weft_q8::FAMILY),
+                weft_q8::geometry(rows, cols, batch),
+            ),
+            KernelSet::Prefill => {
+                Site::new(Family(matmul::FAMILY), matmul::geometry(rows, cols, batch))
+            }
+        };
+        site.with_residency(s.weights)
     }
     fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
         rows.of(c) as u64 * cols.of(c) as u64
@@ -557,6 +581,7 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
             c,
             ops: &one,
             weights,
+            set: KernelSet::Decode,
         },
         &SITE_NAMES,
     );
@@ -566,6 +591,7 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
             c,
             ops: &chunk,
             weights,
+            set: KernelSet::Prefill,
         },
         &PREFILL_NAMES,
     );
@@ -584,6 +610,7 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
 pub fn catalogue() -> Result<Catalogue, PlanError> {
     let mut catalogue = Catalogue::new();
     catalogue.register(weft_q8::entry())?;
+    catalogue.register(matmul::entry())?;
     catalogue.register(quantize::entry())?;
     catalogue.register(weft_attention::entry())?;
     for e in weft_loopnest::entries() {
@@ -630,23 +657,7 @@ impl<A: Declared> Kernel<A> {
     /// Run the kernel on `args` (from the family's checked constructor),
     /// timing it when the clock runs.
     fn run(&self, call: &mut Call<'_>, args: Result<A, Refusal>) -> Result<(), EngineError> {
-        let args = args.map_err(|refusal| EngineError::Refused {
-            site: self.label,
-            refusal,
-        })?;
-        let clock = &mut *call.clock;
-        let t0 = clock.on.then(Instant::now);
-        // SAFETY: `args` came from the family's checked constructor over
-        // buffers the caller borrowed for this statement, so they stay valid
-        // and unaliased for the whole call: all `SiteKernel::run` asks.
-        unsafe { self.code.run(call.exec, &args) };
-        if let Some(t0) = t0 {
-            clock.time[self.slot] += t0.elapsed();
-            clock.calls[self.slot] += 1;
-        }
-        #[cfg(test)]
-        clock.trace.push(self.slot);
-        Ok(())
+        timed_call(&self.code, self.slot, self.label, call, args)
     }
 
     fn missing(&self) -> EngineError {
@@ -661,6 +672,113 @@ impl<A: Declared> Kernel<A> {
         weights
             .matrix(self.tensor, layer)
             .ok_or_else(|| self.missing())
+    }
+}
+
+/// Run `code` on `args` (from the family's checked constructor) as site
+/// `slot`, timing it when the clock runs.
+fn timed_call<A: KernelArgs>(
+    code: &SiteKernel<A>,
+    slot: usize,
+    label: &'static str,
+    call: &mut Call<'_>,
+    args: Result<A, Refusal>,
+) -> Result<(), EngineError> {
+    let args = args.map_err(|refusal| EngineError::Refused {
+        site: label,
+        refusal,
+    })?;
+    let clock = &mut *call.clock;
+    let t0 = clock.on.then(Instant::now);
+    // SAFETY: `args` came from the family's checked constructor over
+    // buffers the caller borrowed for this statement, so they stay valid
+    // and unaliased for the whole call: all `SiteKernel::run` asks.
+    unsafe { code.run(call.exec, &args) };
+    if let Some(t0) = t0 {
+        clock.time[slot] += t0.elapsed();
+        clock.calls[slot] += 1;
+    }
+    #[cfg(test)]
+    clock.trace.push(slot);
+    Ok(())
+}
+
+/// A prompt chunk's matrix products: each product role's `q8_0.matmul`
+/// kernel (its prefill site) and every layer's matrix packed into the
+/// `q8_0.panel16` layout once, when the engine is built.
+struct Matmuls {
+    /// Per role (`None` for a role that is not a batched product).
+    kernels: Vec<Option<SiteKernel<Q8MatmulArgs>>>,
+    /// Per layer, per role.
+    panels: Vec<Vec<Option<Q8PanelWeights>>>,
+}
+
+impl Matmuls {
+    fn new(plan: &CompiledPlan, w: &Weights) -> Result<Matmuls, EngineError> {
+        let products = |slot: &usize| PRODUCTS[*slot] && ROLES[*slot].batched();
+        let mut kernels = Vec::with_capacity(SITES);
+        for slot in 0..SITES {
+            kernels.push(if products(&slot) {
+                Some(plan.kernel(KernelSet::Prefill.index(slot))?)
+            } else {
+                None
+            });
+        }
+        let mut panels = Vec::with_capacity(w.config.layers);
+        for layer in 0..w.config.layers {
+            let mut per_role = Vec::with_capacity(SITES);
+            for (slot, role) in ROLES.iter().enumerate() {
+                per_role.push(match role.tensor {
+                    Some(tensor) if products(&slot) => {
+                        let m = w.matrix(tensor, layer).ok_or(EngineError::MissingTensor {
+                            site: role.label,
+                            tensor,
+                        })?;
+                        let packed = Q8PanelWeights::from_canonical(m.bytes(), m.rows(), m.cols())
+                            .map_err(|refusal| EngineError::Refused {
+                                site: role.label,
+                                refusal,
+                            })?;
+                        Some(packed)
+                    }
+                    _ => None,
+                });
+            }
+            panels.push(per_role);
+        }
+        Ok(Matmuls { kernels, panels })
+    }
+
+    /// `y = W · x` for each of the call's rows, `W` role `slot`'s matrix
+    /// of block `layer`, packed.
+    fn run(
+        &self,
+        call: &mut Call<'_>,
+        slot: Slot,
+        layer: usize,
+        x: &[u8],
+        y: &mut [f32],
+    ) -> Result<(), EngineError> {
+        let slot = slot as usize;
+        let (label, site) = (PREFILL_NAMES[slot], KernelSet::Prefill.index(slot));
+        let (Some(code), Some(Some(w))) = (
+            &self.kernels[slot],
+            self.panels.get(layer).map(|p| &p[slot]),
+        ) else {
+            return Err(EngineError::MissingTensor {
+                site: label,
+                tensor: ROLES[slot].tensor.unwrap_or(label),
+            });
+        };
+        let batch = call.ops.rows;
+        let args = Q8MatmulArgs::from_slices(
+            w.bytes(),
+            x,
+            y,
+            (w.rows(), BLOCK_LEN * w.blocks(), batch),
+            0..w.rows(),
+        );
+        timed_call(code, site, label, call, args)
     }
 }
 
@@ -784,18 +902,24 @@ impl State {
 /// after the chunk's keys and values are in the cache. Only the prompt's
 /// last token goes through the head.
 ///
-/// Every site computes each token exactly as a one-token call does: the
-/// Q8_0 matrix-vector and quantiser contracts are per vector, the norms,
-/// RoPE (absolute positions), SiLU·mul and the residual adds are per row
-/// or per element, and attention computes each (head, query) alone over
-/// the same keys in the same blocks. So a chunked prompt gives **the same
-/// bits** as the prompt fed a token at a time (tested through
-/// [`Engine::digest`] at every chunk length), whatever the chunking.
+/// Which sites are bit-identical between a chunk and a token at a time:
+/// every one but the matrix products. The quantiser is per vector; the
+/// norms, RoPE (absolute positions), SiLU·mul and the residual adds are
+/// per row or per element; attention computes each (head, query) alone
+/// over the same keys in the same blocks. A chunk's matrix products are
+/// `q8_0.matmul` (one FMA per block and output), a step's `q8_0.matvec`
+/// (four strided lanes, no FMA): both per vector, but rounding
+/// differently. So every chunk length of 2 or more gives **the same
+/// bits** (tested through [`Engine::digest`] at every length), and chunks
+/// of 1 (the token-at-a-time path, the decode step's kernels) give logits
+/// a few ulps away; the real model follows the same greedy continuation
+/// but for near ties (`tests/real_model.rs`).
 pub struct Engine {
     weights: Arc<Weights>,
     plan: CompiledPlan,
     kernels: Kernels,
     prefill_kernels: Kernels,
+    matmuls: Matmuls,
     /// `ops[n - 1]`: the operations over `n` tokens, `n` up to the
     /// prefill batch.
     ops: Vec<Ops>,
@@ -845,6 +969,7 @@ impl Engine {
         let plan = compile_plan(c, options, progress)?;
         let kernels = Kernels::new(&plan, KernelSet::Decode)?;
         let prefill_kernels = Kernels::new(&plan, KernelSet::Prefill)?;
+        let matmuls = Matmuls::new(&plan, &weights)?;
         let labels = SITE_NAMES
             .into_iter()
             .chain(
@@ -859,6 +984,7 @@ impl Engine {
             plan,
             kernels,
             prefill_kernels,
+            matmuls,
             ops,
             chunk: batch,
             labels,
@@ -897,7 +1023,8 @@ impl Engine {
 
     /// Feed prompts in chunks of `tokens` (`1..=`[`prefill_batch`]; 1
     /// feeds a token at a time through the decode step's kernels);
-    /// [`EngineError::BadChunk`] otherwise. The logits do not depend on it.
+    /// [`EngineError::BadChunk`] otherwise. The logits are the same for
+    /// every length of 2 or more (see the type's docs).
     pub fn set_prefill_chunk(&mut self, tokens: usize) -> Result<(), EngineError> {
         let most = self.ops.len();
         if !(1..=most).contains(&tokens) {
@@ -967,8 +1094,9 @@ impl Engine {
             return Err(EngineError::BadToken { id, vocab });
         }
         let chunks = prompt.len().div_ceil(self.chunk);
+        let chunked = self.chunk > 1;
         for (i, chunk) in prompt.chunks(self.chunk).enumerate() {
-            self.forward(chunk, i + 1 == chunks)?;
+            self.forward(chunk, i + 1 == chunks, chunked)?;
         }
         Ok(&self.state.logits)
     }
@@ -980,15 +1108,16 @@ impl Engine {
             return Err(EngineError::BadToken { id: token, vocab });
         }
         self.ensure_room(1)?;
-        self.forward(&[token], true)?;
+        self.forward(&[token], true, false)?;
         Ok(&self.state.logits)
     }
 
     /// Feed `tokens` (checked ids, room checked) at the next positions,
-    /// each batched role once over all of them (the decode step's kernels
-    /// for one token, the prefill's for more); then, if `head`, the last
-    /// token's logits and greedy choice, hashed into the digest.
-    fn forward(&mut self, tokens: &[u32], head: bool) -> Result<(), EngineError> {
+    /// each batched role once over all of them (the prefill's kernels and
+    /// [`Matmuls`] when `chunked`, the decode step's otherwise); then, if
+    /// `head`, the last token's logits and greedy choice, hashed into the
+    /// digest.
+    fn forward(&mut self, tokens: &[u32], head: bool, chunked: bool) -> Result<(), EngineError> {
         let w = Arc::clone(&self.weights);
         let c = &w.config;
         let (n, p) = (tokens.len(), self.pos);
@@ -996,6 +1125,7 @@ impl Engine {
         let Engine {
             kernels,
             prefill_kernels,
+            matmuls,
             ops,
             rope_table,
             exec,
@@ -1003,7 +1133,11 @@ impl Engine {
             clock,
             ..
         } = self;
-        let k = if n == 1 { &*kernels } else { &*prefill_kernels };
+        let k = if chunked {
+            &*prefill_kernels
+        } else {
+            &*kernels
+        };
         let (one, ops) = (&ops[0], &ops[n - 1]);
         let call = &mut Call {
             exec,
@@ -1022,6 +1156,17 @@ impl Engine {
         let (gate, up) = (&mut s.gate[..n * c.hidden], &mut s.up[..n * c.hidden]);
         let mq = &mut s.mq[..n * q8_bytes(c.hidden)];
 
+        // A matrix product: the chunk's `q8_0.matmul` or the step's
+        // `q8_0.matvec`.
+        macro_rules! product {
+            ($role:ident, $layer:expr, $x:expr, $y:expr) => {
+                if chunked {
+                    matmuls.run(call, Slot::$role, $layer, $x, $y)?
+                } else {
+                    k.$role.matvec(call, $layer, $x, $y)?
+                }
+            };
+        }
         k.token_embd.embed(call, tokens, x)?;
         let shape = attention_shape(c, n, p + n);
         let layout = Layout {
@@ -1040,27 +1185,27 @@ impl Engine {
             let (kc, vc) = (&mut s.keys[l], &mut s.values[l]);
             k.attn_norm.norm(call, l, x, h)?;
             k.attn_norm_q8.quantize(call, h, hq)?;
-            k.attn_q.matvec(call, l, hq, q)?;
-            k.attn_k.matvec(call, l, hq, &mut kc[slot.clone()])?;
-            k.attn_v.matvec(call, l, hq, &mut vc[slot.clone()])?;
+            product!(attn_q, l, hq, q);
+            product!(attn_k, l, hq, &mut kc[slot.clone()]);
+            product!(attn_v, l, hq, &mut vc[slot.clone()]);
             let rope = RopeArgs::new(&ops.rope, q, &mut kc[slot], rope_table, p, 0..n);
             k.rope.run(call, rope)?;
             let (keys, values) = (KvSlice::F32(&kc[seen]), KvSlice::F32(&vc[seen]));
             let attn = AttentionArgs::new(&shape, &layout, q, keys, values, att);
             k.attention.run(call, attn)?;
             k.attention_q8.quantize(call, att, hq)?;
-            k.attn_output.matvec(call, l, hq, proj)?;
+            product!(attn_output, l, hq, proj);
             let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
             k.attn_residual.run(call, residual)?;
 
             k.ffn_norm.norm(call, l, x, h)?;
             k.ffn_norm_q8.quantize(call, h, hq)?;
-            k.ffn_gate.matvec(call, l, hq, gate)?;
-            k.ffn_up.matvec(call, l, hq, up)?;
+            product!(ffn_gate, l, hq, gate);
+            product!(ffn_up, l, hq, up);
             let silu = SiluMulArgs::in_place(&ops.silu, gate, up, 0..n * c.hidden);
             k.ffn_silu_mul.run(call, silu)?;
             k.ffn_silu_mul_q8.quantize(call, gate, mq)?;
-            k.ffn_down.matvec(call, l, mq, proj)?;
+            product!(ffn_down, l, mq, proj);
             let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
             k.ffn_residual.run(call, residual)?;
         }
@@ -1246,7 +1391,10 @@ mod tests {
             }
             let next = sites[i..]
                 .iter()
-                .find(|s| s.family == Family(weft_q8::FAMILY))
+                .find(|s| {
+                    s.family == Family(weft_q8::FAMILY)
+                        || s.family == Family(weft_q8::matmul::FAMILY)
+                })
                 .expect("a matrix product follows");
             assert_eq!(
                 site.geometry.get("cols"),
@@ -1294,7 +1442,7 @@ mod tests {
         };
         let mut e = arm_engine(&c);
         let batch = super::prefill_batch(&c);
-        assert_eq!(batch, 8);
+        assert_eq!(batch, 16, "the cache, shorter than PREFILL_BATCH");
         for site in &e.plan().sites()[SITES..] {
             let g = &site.geometry;
             let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));
@@ -1305,6 +1453,7 @@ mod tests {
                 site.label
             );
         }
+        e.set_prefill_chunk(8).expect("chunk");
         e.prefill(&[3, 1, 4, 1, 5, 9, 2, 6, 5, 3]).expect("prefill");
         let index = |i: usize| SITES + (0..i).filter(|&j| ROLES[j].batched()).count();
         let block: Vec<usize> = (0..SITES).filter(|&i| ROLES[i].per_layer()).collect();

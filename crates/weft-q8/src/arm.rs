@@ -64,7 +64,7 @@ pub(super) fn data_flags() -> MemFlagsData {
 
 /// Constants the block body uses, built once in the entry block.
 pub(super) struct Consts {
-    bias: Value,
+    pub(crate) bias: Value,
     pub(super) zero_i32: Value,
     mask_em: Value,
     mask_sign: Value,
@@ -100,7 +100,7 @@ impl Consts {
 
 /// `dot(u, s) + c`: per dword `i`, `Σ_{k<4} u8(u[4i+k]) · i8(s[4i+k]) + c[i]`,
 /// as the tree Cranelift folds into `vpdpbusd c, u, s`.
-fn dot_u8_i8(b: &mut FunctionBuilder<'_>, u: Value, s: Value, c: Value) -> Value {
+pub(crate) fn dot_u8_i8(b: &mut FunctionBuilder<'_>, u: Value, s: Value, c: Value) -> Value {
     let sl = b.ins().swiden_low(s);
     let ul = b.ins().uwiden_low(u);
     let lo = b.ins().imul(sl, ul);

@@ -64,6 +64,7 @@
 
 pub mod arm;
 pub mod block;
+pub mod matmul;
 pub mod quantize;
 pub mod reference;
 pub mod rows2;

@@ -35,3 +35,12 @@ fn matvec_one_row_twin_listings() {
         insta::assert_snapshot!(twin.name().replace('.', "_"), emitted.listing.to_string());
     }
 }
+
+#[test]
+fn matmul_x64_twin_listings() {
+    for twin in weft_q8::matmul::twin_x64::TWINS {
+        let twin = twin.with_abi(Abi::SysV);
+        let emitted = twin.emit_body().expect("emits");
+        insta::assert_snapshot!(twin.name().replace('.', "_"), emitted.listing.to_string());
+    }
+}

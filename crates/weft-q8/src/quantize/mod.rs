@@ -5,7 +5,8 @@
 //! # Layout
 //!
 //! - **x** is `batch · cols` f32 (`x[n · cols + i]`), `cols` a positive
-//!   multiple of 32 and `batch` in `1..=8` (the matvec contract's batch).
+//!   multiple of 32 and `batch` in `1..=512` (the `q8_0.matmul` contract's
+//!   batch; a `q8_0.matvec` call takes at most 8).
 //!   Since vector `n`'s blocks follow vector `n-1`'s, the input is simply
 //!   `blocks = batch · cols / 32` groups of 32 consecutive f32.
 //! - **out** is `blocks` Q8_0 blocks of 34 bytes: flat block `k` comes from
@@ -48,7 +49,8 @@ use weft_kernel::{
     Refusal,
 };
 
-use super::{check_geometry, Q8Activations, BLOCK_BYTES, BLOCK_LEN};
+use super::matmul::check_geometry;
+use super::{Q8Activations, BLOCK_BYTES, BLOCK_LEN};
 
 /// The family's name.
 pub const FAMILY: &str = "q8_0.quantize";
