@@ -314,7 +314,12 @@ pub fn offer_at(rows: u64, cols: u64, batch: u64) -> Result<Offer, Refusal> {
                 depth: 2,
             },
         ],
-        flops: 2 * rows * cols * batch,
+        // The roofline's floating-point work: per block and output, the
+        // convert, the scale's multiply and the FMA (four flops). The
+        // integer products (2 · rows · cols · batch int8 ops) are not
+        // f32 FMA-port work: counted as flops they made a floor above
+        // the twins' measured times.
+        flops: 4 * rows * blocks * batch,
         bytes_moved: npanels * blocks * PANEL_BLOCK_BYTES as u64
             + batch * blocks * BLOCK_BYTES as u64
             + 4 * rows * batch,
