@@ -344,21 +344,13 @@ impl Q8Activations {
     /// quant of -128 (`bad-operand`).
     pub fn from_bytes(bytes: Vec<u8>, cols: usize, batch: usize) -> Result<Self, Refusal> {
         let (_, blocks, batch) = check_geometry(1, cols as u64, batch as u64)?;
-        let want = batch * blocks * BLOCK_BYTES;
-        if bytes.len() != want {
-            return Err(bad(
-                "x",
-                format!("{} bytes, {batch}×{cols} Q8_0 needs {want}", bytes.len()),
-            ));
-        }
-        for (i, chunk) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
-            if chunk[2..].contains(&0x80) {
-                return Err(bad(
-                    "x",
-                    format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
-                ));
-            }
-        }
+        Self::checked(bytes, blocks, batch)
+    }
+
+    /// Wrap `bytes` of a geometry the caller's contract has admitted,
+    /// checking them as every contract of the crate needs ([`check_x`]).
+    pub(crate) fn checked(bytes: Vec<u8>, blocks: usize, batch: usize) -> Result<Self, Refusal> {
+        check_x(&bytes, blocks, batch)?;
         Ok(Self {
             bytes,
             blocks,
@@ -380,6 +372,34 @@ impl Q8Activations {
     pub fn batch(&self) -> usize {
         self.batch
     }
+}
+
+/// Activation bytes as every contract of the crate takes them: exactly
+/// `batch` vectors of `blocks` Q8_0 blocks, no quant of -128 (the
+/// precondition that makes every exact integer method agree);
+/// `bad-operand` otherwise.
+pub(crate) fn check_x(x: &[u8], blocks: usize, batch: usize) -> Result<(), Refusal> {
+    let want = batch * blocks * BLOCK_BYTES;
+    if x.len() != want {
+        return Err(bad(
+            "x",
+            format!(
+                "{} bytes, {batch}×{} Q8_0 needs {want}",
+                x.len(),
+                blocks * BLOCK_LEN
+            ),
+        ));
+    }
+    if let Some(i) = x
+        .chunks_exact(BLOCK_BYTES)
+        .position(|b| b[2..].contains(&0x80))
+    {
+        return Err(bad(
+            "x",
+            format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
+        ));
+    }
+    Ok(())
 }
 
 /// The activation-quantisation kernel (scalar reference): `batch` f32
@@ -422,25 +442,7 @@ impl Q8MatvecArgs {
                 ),
             ));
         }
-        if x.len() != batch * row_bytes {
-            return Err(bad(
-                "x",
-                format!(
-                    "{} bytes, {batch}×{cols} Q8_0 needs {}",
-                    x.len(),
-                    batch * row_bytes
-                ),
-            ));
-        }
-        if let Some(i) = x
-            .chunks_exact(BLOCK_BYTES)
-            .position(|b| b[2..].contains(&0x80))
-        {
-            return Err(bad(
-                "x",
-                format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
-            ));
-        }
+        check_x(x, blocks, batch)?;
         if y.len() != batch * rows {
             return Err(bad(
                 "y",

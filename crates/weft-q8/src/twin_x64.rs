@@ -262,10 +262,34 @@ pub fn takes_packed_x(blocks: u64, batch: u64) -> bool {
 
 /// A loop the emitter wrote: its name and the labels on its first
 /// instruction and on its backward branch.
-struct Mark {
-    name: String,
-    head: CodeLabel,
-    back: CodeLabel,
+pub(crate) struct Mark {
+    pub(crate) name: String,
+    pub(crate) head: CodeLabel,
+    pub(crate) back: CodeLabel,
+}
+
+/// The annotations of `marks` in `emitted` (a mark without offsets is an
+/// emit error of twin `who`).
+pub(crate) fn annotations(
+    emitted: &weft_x64::Emitted,
+    marks: &[Mark],
+    who: &str,
+) -> Result<Vec<LoopAnnotation>, Refusal> {
+    marks
+        .iter()
+        .map(
+            |m| match (emitted.label_offset(&m.head), emitted.label_offset(&m.back)) {
+                (Some(head), Some(back_edge)) => Ok(LoopAnnotation {
+                    name: m.name.clone(),
+                    head,
+                    back_edge,
+                }),
+                _ => Err(Refusal::EmitError {
+                    message: format!("{who}: loop {} has no offsets", m.name),
+                }),
+            },
+        )
+        .collect()
 }
 
 // SAFETY: the body reads and writes only what the arguments' extents name
@@ -318,21 +342,7 @@ unsafe impl Twin for Q8MatvecX64 {
         // The geometry must be one the contract admits, as the arm checks.
         site_dims(&offer.contract.geometry)?;
         let (emitted, marks) = self.emit_marked()?;
-        let mut loops = Vec::with_capacity(marks.len());
-        for m in &marks {
-            let (Some(head), Some(back_edge)) =
-                (emitted.label_offset(&m.head), emitted.label_offset(&m.back))
-            else {
-                return Err(Refusal::EmitError {
-                    message: format!("{}: loop {} has no offsets", self.name(), m.name),
-                });
-            };
-            loops.push(LoopAnnotation {
-                name: m.name.clone(),
-                head,
-                back_edge,
-            });
-        }
+        let loops = annotations(&emitted, &marks, self.name())?;
         Ok(NativeCode {
             isa: Isa::X86_64,
             pool: None,
@@ -514,7 +524,7 @@ fn wmem(i: usize, disp: i32) -> AsmMemoryOperand {
 }
 
 /// Open a marked loop: its head label is placed on the next instruction.
-fn loop_head(e: &mut Emitter, name: String) -> Result<Mark, EmitError> {
+pub(crate) fn loop_head(e: &mut Emitter, name: String) -> Result<Mark, EmitError> {
     let mut head = e.create_label();
     e.set_label(&mut head)?;
     Ok(Mark {
@@ -526,7 +536,11 @@ fn loop_head(e: &mut Emitter, name: String) -> Result<Mark, EmitError> {
 
 /// Place `mark`'s back-edge label on the next instruction (the backward
 /// branch) and keep the mark.
-fn loop_back(e: &mut Emitter, mut mark: Mark, marks: &mut Vec<Mark>) -> Result<(), EmitError> {
+pub(crate) fn loop_back(
+    e: &mut Emitter,
+    mut mark: Mark,
+    marks: &mut Vec<Mark>,
+) -> Result<(), EmitError> {
     e.set_label(&mut mark.back)?;
     marks.push(mark);
     Ok(())

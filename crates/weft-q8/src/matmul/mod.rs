@@ -371,27 +371,7 @@ impl Q8PanelWeights {
 /// Refuses a wrong length and a quant of -128 (`bad-operand`).
 pub fn activations(bytes: Vec<u8>, cols: usize, batch: usize) -> Result<Q8Activations, Refusal> {
     let (_, blocks, batch) = check_geometry(1, cols as u64, batch as u64)?;
-    let want = batch * blocks * BLOCK_BYTES;
-    if bytes.len() != want {
-        return Err(bad(
-            "x",
-            format!("{} bytes, {batch}×{cols} Q8_0 needs {want}", bytes.len()),
-        ));
-    }
-    if let Some(i) = bytes
-        .chunks_exact(BLOCK_BYTES)
-        .position(|b| b[2..].contains(&0x80))
-    {
-        return Err(bad(
-            "x",
-            format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
-        ));
-    }
-    Ok(Q8Activations {
-        bytes,
-        blocks,
-        batch,
-    })
+    Q8Activations::checked(bytes, blocks, batch)
 }
 
 /// The arguments of every `q8_0.matmul` kernel (`extern "C" fn(*const
@@ -477,22 +457,7 @@ impl Q8MatmulArgs {
                 ),
             ));
         }
-        let want = batch * blocks * BLOCK_BYTES;
-        if x.len() != want {
-            return Err(bad(
-                "x",
-                format!("{} bytes, {batch}×{cols} Q8_0 needs {want}", x.len()),
-            ));
-        }
-        if let Some(i) = x
-            .chunks_exact(BLOCK_BYTES)
-            .position(|b| b[2..].contains(&0x80))
-        {
-            return Err(bad(
-                "x",
-                format!("block {i} holds the quant -128 (the contract needs -127..=127)"),
-            ));
-        }
+        super::check_x(x, blocks, batch)?;
         if y.len() != batch * rows {
             return Err(bad(
                 "y",

@@ -33,7 +33,7 @@
 //! is moved to `rdi`; the façade saves the callee-saved registers the body
 //! uses.
 
-use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal, Twin};
+use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
     dword_ptr, eax, ecx, k1, k2, k3, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r8d, r9, rax,
     rbp, rbx, rcx, rdi, rdx, rsi, rsp, word_ptr, zmmword_ptr, AsmMemoryOperand, AsmRegister64,
@@ -43,6 +43,8 @@ use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::super::{offsets, BLOCK_BYTES};
+use crate::twin_x64::{annotations, loop_back, loop_head, Mark};
+
 use super::{dims, GROUPS, GROUP_BYTES, PANEL_BLOCK_BYTES, QUANTS_AT};
 
 /// One x64 twin of the panel arm: tiles of `panels` panels × `vecs`
@@ -120,30 +122,52 @@ impl Q8MatmulX64 {
         Ok((emitted, marks))
     }
 
-    /// This twin's loops, outermost first, with their depths.
-    fn loop_names(&self) -> Vec<(String, u32)> {
-        let (r, t) = (usize::from(self.panels), usize::from(self.vecs));
+    /// This twin's loops, outermost first: name, depth and what it walks.
+    fn loops(&self) -> Vec<(String, u32, Walk)> {
+        let (r, t) = (self.panels, self.vecs);
         let mut v = vec![
-            ("chunks".to_owned(), 0),
-            ("scratch.vectors".to_owned(), 1),
-            ("scratch.blocks".to_owned(), 2),
+            ("chunks".to_owned(), 0, Walk::Chunks),
+            ("scratch.vectors".to_owned(), 1, Walk::ChunkVectors),
+            ("scratch.blocks".to_owned(), 2, Walk::Blocks),
         ];
         for p in (1..=r).rev() {
             // The full-R groups loop; a last group of fewer panels runs once.
             let d = if p == r {
-                v.push((format!("p{p}.groups"), 1));
+                v.push((format!("p{p}.groups"), 1, Walk::Groups));
                 1
             } else {
                 0
             };
-            v.push((format!("p{p}.tiles"), 1 + d));
-            v.push((format!("p{p}v{t}.blocks"), 2 + d));
+            v.push((format!("p{p}.tiles"), 1 + d, Walk::Tiles(p)));
+            v.push((format!("p{p}v{t}.blocks"), 2 + d, Walk::TileBlocks(p, t)));
             for u in (1..t).rev() {
-                v.push((format!("p{p}v{u}.blocks"), 1 + d));
+                v.push((format!("p{p}v{u}.blocks"), 1 + d, Walk::TileBlocks(p, u)));
             }
         }
         v
     }
+
+    /// The loops' names, outermost first, with their depths.
+    fn loop_names(&self) -> Vec<(String, u32)> {
+        self.loops().into_iter().map(|(n, d, _)| (n, d)).collect()
+    }
+}
+
+/// What one of the body's loops walks (its trips follow from the geometry).
+#[derive(Clone, Copy, Debug)]
+enum Walk {
+    /// Chunks of vectors.
+    Chunks,
+    /// The vectors of a chunk.
+    ChunkVectors,
+    /// Blocks (of a row or of a vector).
+    Blocks,
+    /// Groups of `R` panels.
+    Groups,
+    /// Full tiles of a group of `p` panels.
+    Tiles(u8),
+    /// The blocks of a `p`-panel × `u`-vector tile.
+    TileBlocks(u8, u8),
 }
 
 /// Vectors per chunk for `blocks` blocks: as many as the scratch table
@@ -152,12 +176,6 @@ pub fn chunk_vectors(blocks: u64) -> u64 {
     (SCRATCH_BYTES as u64 / ENTRY as u64)
         .checked_div(blocks)
         .unwrap_or(0)
-}
-
-struct Mark {
-    name: String,
-    head: CodeLabel,
-    back: CodeLabel,
 }
 
 fn name_of(p: u8, t: u8) -> &'static str {
@@ -198,21 +216,7 @@ unsafe impl Twin for Q8MatmulX64 {
             });
         }
         let (emitted, marks) = self.emit_marked()?;
-        let mut loops = Vec::with_capacity(marks.len());
-        for m in &marks {
-            let (Some(head), Some(back_edge)) =
-                (emitted.label_offset(&m.head), emitted.label_offset(&m.back))
-            else {
-                return Err(Refusal::EmitError {
-                    message: format!("{}: loop {} has no offsets", self.name(), m.name),
-                });
-            };
-            loops.push(LoopAnnotation {
-                name: m.name.clone(),
-                head,
-                back_edge,
-            });
-        }
+        let loops = annotations(&emitted, &marks, self.name())?;
         Ok(NativeCode {
             isa: Isa::X86_64,
             pool: None,
@@ -236,37 +240,31 @@ unsafe impl Twin for Q8MatmulX64 {
         let (r, t) = (u64::from(self.panels), u64::from(self.vecs));
         let chunk = chunk_vectors(blocks).clamp(1, batch.max(1));
         let panels = rows.div_ceil(16);
-        self.loop_names()
+        // Whether the group of `p` panels runs: the full groups while
+        // `R` remain, a last one of the `panels % R` rest.
+        let runs = |p: u8| {
+            let p = u64::from(p);
+            if p == r {
+                panels >= r
+            } else {
+                panels % r == p
+            }
+        };
+        self.loops()
             .into_iter()
-            .map(|(name, depth)| {
-                let trips = if name == "chunks" {
-                    batch.div_ceil(chunk)
-                } else if name == "scratch.vectors" {
-                    chunk
-                } else if name == "scratch.blocks" {
-                    blocks
-                } else {
-                    let p: u64 = name[1..2].parse().unwrap_or(0);
-                    let runs = if p == r { panels >= r } else { panels % r == p };
-                    if name.ends_with(".groups") {
-                        panels / r
-                    } else if !runs {
-                        0
-                    } else if name.ends_with(".tiles") {
-                        chunk / t
-                    } else {
-                        let v: u64 = name
-                            .split('v')
-                            .nth(1)
-                            .and_then(|s| s.split('.').next())
-                            .and_then(|s| s.parse().ok())
-                            .unwrap_or(0);
-                        if v == t || chunk % t == v {
-                            blocks
-                        } else {
-                            0
-                        }
+            .map(|(name, depth, walk)| {
+                let trips = match walk {
+                    Walk::Chunks => batch.div_ceil(chunk),
+                    Walk::ChunkVectors => chunk,
+                    Walk::Blocks => blocks,
+                    Walk::Groups => panels / r,
+                    Walk::Tiles(p) if runs(p) => chunk / t,
+                    Walk::TileBlocks(p, u)
+                        if runs(p) && (u64::from(u) == t || chunk % t == u64::from(u)) =>
+                    {
+                        blocks
                     }
+                    Walk::Tiles(_) | Walk::TileBlocks(..) => 0,
                 };
                 LoopTrip { name, trips, depth }
             })
@@ -318,22 +316,6 @@ fn arg(off: i32) -> AsmMemoryOperand {
 
 fn mask(r: usize) -> AsmRegisterK {
     [k1, k2, k3][r]
-}
-
-fn loop_head(e: &mut Emitter, name: String) -> Result<Mark, EmitError> {
-    let mut head = e.create_label();
-    e.set_label(&mut head)?;
-    Ok(Mark {
-        name,
-        head,
-        back: e.create_label(),
-    })
-}
-
-fn loop_back(e: &mut Emitter, mut mark: Mark, marks: &mut Vec<Mark>) -> Result<(), EmitError> {
-    e.set_label(&mut mark.back)?;
-    marks.push(mark);
-    Ok(())
 }
 
 fn emit(r: usize, t: usize, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mark>), EmitError> {
