@@ -34,8 +34,9 @@
 //! printed as `(above-ceiling)`, a defect of the ceiling to investigate.
 //!
 //! The depth section ([`depth_section`]) then decodes on one thread after
-//! contexts of [`DEPTHS`] positions, beside `llama-bench -d DEPTH` with a
-//! peer, in rounds of its own.
+//! contexts of [`DEPTHS`] positions, with the default binary16 KV cache
+//! and a binary32 one, beside `llama-bench -d DEPTH` with a peer, in
+//! rounds of its own.
 //!
 //! The last line is the summary: `bench decode: model=NAME tok_s_1t=A
 //! tok_s_2t=B ceiling_fraction_1t=C ceiling_fraction_2t=D ceiling_1t=LOOP
@@ -47,7 +48,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weft_llm::{Config, Engine, Model};
+use weft_llm::{Config, Engine, KvCache, Model, Weights};
 use weft_plan::Executor;
 
 use crate::ceiling::{self, fmt_fraction, Ceiling, Read, ReadLoop};
@@ -509,33 +510,47 @@ fn depth_round(e: &mut Engine, depth: usize, first: u32) -> Result<f64, String> 
     Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
 }
 
-/// Decode at each of [`DEPTHS`] on one thread, beside llama.cpp's
-/// `llama-bench -d DEPTH -p 0 -n TOKENS` when there is a peer, in
-/// [`DEPTH_ROUNDS`] interleaved rounds (medians). Each depth has its own
-/// engine, whose context is filled once (a chunked prefill) and rewound
-/// to before every round, so every round decodes the same tokens from the
-/// same cache. llama-bench fills its context by prompt processing, which
-/// dies on some hosts with its default repacking (see `bench prefill`):
-/// then it runs with `--repack 0`, and the table says so. Prints the table
-/// and returns the summary's columns.
+/// Decode at each of [`DEPTHS`] on one thread, with the default binary16
+/// KV cache and with a binary32 one, beside llama.cpp's `llama-bench -d
+/// DEPTH -p 0 -n TOKENS` (binary16 cache) when there is a peer, in
+/// [`DEPTH_ROUNDS`] interleaved rounds (medians). Each depth and cache
+/// type has its own engine, whose context is filled once (a chunked
+/// prefill) and rewound to before every round, so every round decodes the
+/// same tokens from the same cache. llama-bench fills its context by
+/// prompt processing, which dies on some hosts with its default repacking
+/// (see `bench prefill`): then it runs with `--repack 0`, and the table
+/// says so. Prints the table and returns the summary's columns (the
+/// ratios are the default cache's).
 fn depth_section(
     model: &Model,
     options: &weft_plan::Options,
     peer: Option<&Peer>,
 ) -> Result<String, String> {
+    let caches = [KvCache::F16, KvCache::F32];
+    let weights: Vec<Arc<Weights>> = caches
+        .iter()
+        .map(|&kv| {
+            if model.weights.config.kv == kv {
+                Arc::clone(&model.weights)
+            } else {
+                let mut w = Weights::clone(&model.weights);
+                w.config.kv = kv;
+                Arc::new(w)
+            }
+        })
+        .collect();
+    // Engines in slot order: every depth with the first cache type, then
+    // every depth with the second.
     let mut engines = Vec::new();
-    for &d in &DEPTHS {
-        let mut e = Engine::new(
-            Arc::clone(&model.weights),
-            options.clone(),
-            1,
-            &mut |_, _| {},
-        )
-        .map_err(|e| e.to_string())?;
-        e.prefill(&crate::bench_prefill::prompt(model, d))
-            .map_err(|x| x.to_string())?;
-        let first = e.argmax();
-        engines.push((e, d, first));
+    for w in &weights {
+        for &d in &DEPTHS {
+            let mut e = Engine::new(Arc::clone(w), options.clone(), 1, &mut |_, _| {})
+                .map_err(|e| e.to_string())?;
+            e.prefill(&crate::bench_prefill::prompt(model, d))
+                .map_err(|x| x.to_string())?;
+            let first = e.argmax();
+            engines.push((e, d, first));
+        }
     }
     // llama-bench's arguments at depth `d`.
     let depth_args = |d: usize| -> Vec<String> {
@@ -552,17 +567,18 @@ fn depth_section(
     for (e, d, first) in &mut engines {
         depth_round(e, *d, *first)?;
     }
-    let slots = DEPTHS.len() * if peer.is_some() { 2 } else { 1 };
+    let ours = engines.len();
+    let slots = ours + if peer.is_some() { DEPTHS.len() } else { 0 };
     let mut rates = vec![Vec::new(); slots];
     for r in 0..DEPTH_ROUNDS {
         for k in 0..slots {
             let i = (r + k) % slots;
-            let rate = if i < DEPTHS.len() {
+            let rate = if i < ours {
                 let (e, d, first) = &mut engines[i];
                 depth_round(e, *d, *first)?
             } else {
                 let p = peer.expect("peer slots exist only with a peer");
-                let mut args = depth_args(DEPTHS[i - DEPTHS.len()]);
+                let mut args = depth_args(DEPTHS[i - ours]);
                 if repack_off.is_some() {
                     args.extend(["--repack".to_owned(), "0".to_owned()]);
                 }
@@ -573,28 +589,34 @@ fn depth_section(
         }
     }
     let medians: Vec<f64> = rates.into_iter().map(median).collect();
+    let (f16, f32) = (&medians[..DEPTHS.len()], &medians[DEPTHS.len()..ours]);
     println!();
     println!(
-        "decode of {TOKENS} tokens after a context of each depth, 1 thread, {DEPTH_ROUNDS} interleaved rounds, medians (f32 KV cache; llama.cpp's is f16):"
+        "decode of {TOKENS} tokens after a context of each depth, 1 thread, {DEPTH_ROUNDS} interleaved rounds, medians; Weft's KV cache in f16 (the default) and f32, llama.cpp's in f16:"
     );
     if let Some(why) = &repack_off {
         println!("llama.cpp runs with `--repack 0` here: {why}");
     }
     let mut col = String::new();
     if peer.is_some() {
-        println!("| depth | Weft tok/s | llama.cpp tok/s | ratio |");
-        println!("|---|---|---|---|");
+        println!("| depth | Weft f16 tok/s | Weft f32 tok/s | llama.cpp tok/s | ratio (f16) |");
+        println!("|---|---|---|---|---|");
         for (i, d) in DEPTHS.iter().enumerate() {
-            let (ours, theirs) = (medians[i], medians[DEPTHS.len() + i]);
-            println!("| {d} | {ours:.1} | {theirs:.1} | {:.2} |", ours / theirs);
-            col.push_str(&format!(" depth{d}_ratio_1t={:.2}", ours / theirs));
+            let theirs = medians[ours + i];
+            println!(
+                "| {d} | {:.1} | {:.1} | {theirs:.1} | {:.2} |",
+                f16[i],
+                f32[i],
+                f16[i] / theirs
+            );
+            col.push_str(&format!(" depth{d}_ratio_1t={:.2}", f16[i] / theirs));
         }
     } else {
-        println!("| depth | Weft tok/s |");
-        println!("|---|---|");
+        println!("| depth | Weft f16 tok/s | Weft f32 tok/s |");
+        println!("|---|---|---|");
         for (i, d) in DEPTHS.iter().enumerate() {
-            println!("| {d} | {:.1} |", medians[i]);
-            col.push_str(&format!(" depth{d}_tok_s_1t={:.1}", medians[i]));
+            println!("| {d} | {:.1} | {:.1} |", f16[i], f32[i]);
+            col.push_str(&format!(" depth{d}_tok_s_1t={:.1}", f16[i]));
         }
     }
     Ok(col)

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use weft_llm::engine;
 use weft_llm::source::{self, Choice, Notice};
-use weft_llm::{Config, Engine, Model};
+use weft_llm::{Config, Engine, KvCache, Model};
 use weft_plan::{CompiledPlan, Kind, Options};
 use weft_tokenizer::Render;
 
@@ -54,9 +54,14 @@ struct ModelArgs {
     /// Use the embedded model: SmolLM2-135M's shapes, synthetic weights.
     #[arg(long, conflicts_with = "model")]
     offline: bool,
-    /// Positions the KV cache holds.
+    /// Positions the KV cache holds (at most the file's context length:
+    /// 8192 for SmolLM2).
     #[arg(long, default_value_t = 1024)]
     max_seq: usize,
+    /// The KV cache's element type: f16 (keys and values rounded once as
+    /// they enter the cache; half the bytes attention reads) or f32.
+    #[arg(long, default_value = "f16")]
+    kv: KvCache,
 }
 
 #[derive(Args, Debug)]
@@ -168,12 +173,20 @@ fn fetch_notice(notice: Notice<'_>) {
 
 /// The model's weights and tokenizer.
 fn load(args: &ModelArgs) -> Result<Model, String> {
-    source::load(&args.choice(), args.max_seq, &mut fetch_notice).map_err(|e| e.to_string())
+    let mut model =
+        source::load(&args.choice(), args.max_seq, &mut fetch_notice).map_err(|e| e.to_string())?;
+    Arc::get_mut(&mut model.weights)
+        .ok_or("the loaded weights are shared before use")?
+        .config
+        .kv = args.kv;
+    Ok(model)
 }
 
 /// The model's shape alone (what a plan depends on).
 fn config(args: &ModelArgs) -> Result<Config, String> {
-    source::config(&args.choice(), args.max_seq, &mut fetch_notice).map_err(|e| e.to_string())
+    let c = source::config(&args.choice(), args.max_seq, &mut fetch_notice)
+        .map_err(|e| e.to_string())?;
+    Ok(Config { kv: args.kv, ..c })
 }
 
 /// A progress bar for a plan compile (drawn only on a terminal).
@@ -253,13 +266,15 @@ fn run(a: RunArgs) -> Result<(), String> {
         .filter(|s| matches!(s.kind, Kind::Twin { .. }))
         .count();
     eprintln!(
-        "weft: {} ({} layers) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; {threads} thread{}",
+        "weft: {} ({} layers) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; KV cache {} × {} positions; {threads} thread{}",
         match &model.source {
             weft_llm::Source::File(p) => p.display().to_string(),
             weft_llm::Source::Embedded => "embedded model".to_owned(),
         },
         engine.config().layers,
         engine.plan().sites().len(),
+        engine.config().kv.name(),
+        engine.config().max_seq,
         if threads == 1 { "" } else { "s" },
     );
 
@@ -337,7 +352,7 @@ fn plan(a: PlanArgs) -> Result<(), String> {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use weft_llm::Choice;
+    use weft_llm::{Choice, KvCache};
 
     use super::{Cli, Command};
 
@@ -381,6 +396,28 @@ mod tests {
             choice(&["weft", "plan", "--model", "m.gguf"]),
             Choice::File("m.gguf".into())
         );
+    }
+
+    #[test]
+    fn the_kv_cache_is_f16_unless_asked_and_reaches_the_plans_config() {
+        let config = |args: &[&str]| match Cli::try_parse_from(args).expect("parses").command {
+            Command::Plan(a) => super::config(&a.model).expect("the embedded model's shape"),
+            other => panic!("parsed as {other:?}"),
+        };
+        let c = config(&["weft", "plan", "--offline"]);
+        assert_eq!((c.kv, c.max_seq), (KvCache::F16, 1024));
+        let c = config(&[
+            "weft",
+            "plan",
+            "--offline",
+            "--kv",
+            "f32",
+            "--max-seq",
+            "8192",
+        ]);
+        assert_eq!((c.kv, c.max_seq), (KvCache::F32, 8192));
+        let e = Cli::try_parse_from(["weft", "plan", "--kv", "q8"]).expect_err("no such type");
+        assert!(e.to_string().contains("f16 or f32"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,55 @@ pub struct Config {
     pub rope_dims: usize,
     /// Longest sequence the KV cache holds.
     pub max_seq: usize,
+    /// The element type the KV cache stores keys and values in (a choice
+    /// of the run, like `max_seq`, not of the file).
+    #[serde(default)]
+    pub kv: KvCache,
+}
+
+/// The element type of the KV cache.
+///
+/// binary16 halves the bytes attention reads at depth (what llama.cpp
+/// keeps by default); keys and values are computed in binary32 and rounded
+/// to nearest even once, when they enter the cache, and attention widens
+/// them exactly. binary32 keeps them as computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KvCache {
+    /// IEEE binary16.
+    #[default]
+    F16,
+    /// IEEE binary32.
+    F32,
+}
+
+impl KvCache {
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvCache::F16 => 2,
+            KvCache::F32 => 4,
+        }
+    }
+
+    /// The name `--kv` takes (`f16`, `f32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KvCache::F16 => "f16",
+            KvCache::F32 => "f32",
+        }
+    }
+}
+
+impl std::str::FromStr for KvCache {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f16" => Ok(KvCache::F16),
+            "f32" => Ok(KvCache::F32),
+            _ => Err(format!("unknown KV cache type {s:?} (f16 or f32)")),
+        }
+    }
 }
 
 impl Config {
@@ -41,6 +90,7 @@ impl Config {
             rope_base: 100_000.0,
             rope_dims: 64,
             max_seq: 2048,
+            kv: KvCache::F16,
         }
     }
 

@@ -19,9 +19,15 @@
 //! logits = Wout·q8(rmsnorm(x)·output_norm); next = argmax(logits)
 //! ```
 //!
-//! The K/V cache is f32, `[position][kv_heads · head_dim]` per layer, so the
-//! K and V projections write straight into the row for `p` and attention
-//! reads it with a position stride of `kv_dim`.
+//! The K/V cache is `[position][kv_heads · head_dim]` per layer, read by
+//! attention with a position stride of `kv_dim`, in the element type
+//! [`Config::kv`] names. binary16 (the default, as llama.cpp's) halves
+//! the bytes attention reads at depth: K and V are computed in binary32
+//! (the projections, then RoPE on K), and each is rounded once, to nearest
+//! even, as it enters the cache; attention widens exactly. binary32 (`weft
+//! run --kv f32`) lets the K and V projections write straight into the
+//! rows for `p`. The real model follows llama.cpp's greedy continuations
+//! with either, but for near ties (`tests/real_model.rs`).
 //!
 //! A prompt runs the same flow over a chunk of `n ≤ 64` tokens at
 //! positions `p..p + n` with the prefill sites (see [`Engine`]): the
@@ -64,7 +70,7 @@ use weft_q8::quantize::{self, Q8QuantizeArgs};
 use weft_q8::{Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
 
 use crate::weights::{Q8Matrix, Weights, BLOCK};
-use crate::Config;
+use crate::{Config, KvCache};
 
 use Extent::{Dim, Hidden, KvDim, Vocab};
 
@@ -540,7 +546,10 @@ fn attention_shape(c: &Config, lq: usize, lk: usize) -> AttentionShape {
         q_offset: lk - lq,
         causal: true,
         scale: 1.0 / (c.head_dim() as f32).sqrt(),
-        kv: KvType::F32,
+        kv: match c.kv {
+            KvCache::F16 => KvType::F16,
+            KvCache::F32 => KvType::F32,
+        },
     }
 }
 
@@ -856,10 +865,36 @@ struct State {
     up: Vec<f32>,
     mq: Vec<u8>,
     logits: Vec<f32>,
-    /// Per layer, `max_seq × kv_dim` keys and values.
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
+    /// The keys and values of every layer.
+    cache: Vec<LayerCache>,
+    /// With a binary16 cache, a chunk's new keys and values in binary32
+    /// (the projections' outputs, RoPE'd in place) before they are
+    /// rounded into the cache; empty with a binary32 cache, whose
+    /// projections write the cache's rows directly.
+    new_keys: Vec<f32>,
+    new_values: Vec<f32>,
     next: u32,
+}
+
+/// One layer's `max_seq × kv_dim` keys and values, in the cache's type.
+enum LayerCache {
+    F32 {
+        keys: Vec<f32>,
+        values: Vec<f32>,
+    },
+    /// binary16 bit patterns, rounded to nearest even from binary32.
+    F16 {
+        keys: Vec<u16>,
+        values: Vec<u16>,
+    },
+}
+
+/// Round `from` to binary16, nearest even, into `to` (`half` uses F16C
+/// where the host has it; both round the same way).
+fn to_f16(from: &[f32], to: &mut [u16]) {
+    use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+    to.reinterpret_cast_mut::<half::f16>()
+        .convert_from_f32_slice(from);
 }
 
 /// Bytes of `n` f32s as Q8_0 blocks.
@@ -870,7 +905,21 @@ fn q8_bytes(n: usize) -> usize {
 impl State {
     fn new(c: &Config, rows: usize) -> State {
         let f = |n: usize| vec![0.0f32; rows * n];
-        let cache = || vec![vec![0.0f32; c.max_seq * c.kv_dim()]; c.layers];
+        let n = c.max_seq * c.kv_dim();
+        let layer = || match c.kv {
+            KvCache::F32 => LayerCache::F32 {
+                keys: vec![0.0; n],
+                values: vec![0.0; n],
+            },
+            KvCache::F16 => LayerCache::F16 {
+                keys: vec![0; n],
+                values: vec![0; n],
+            },
+        };
+        let new = match c.kv {
+            KvCache::F32 => 0,
+            KvCache::F16 => rows * c.kv_dim(),
+        };
         State {
             x: f(c.dim),
             h: f(c.dim),
@@ -882,8 +931,9 @@ impl State {
             up: f(c.hidden),
             mq: vec![0; rows * q8_bytes(c.hidden)],
             logits: vec![0.0; c.vocab],
-            keys: cache(),
-            values: cache(),
+            cache: (0..c.layers).map(|_| layer()).collect(),
+            new_keys: vec![0.0; new],
+            new_values: vec![0.0; new],
             next: 0,
         }
     }
@@ -1182,15 +1232,31 @@ impl Engine {
         for l in 0..c.layers {
             let slot = p * kvd..(p + n) * kvd;
             let seen = ..(p + n) * kvd;
-            let (kc, vc) = (&mut s.keys[l], &mut s.values[l]);
             k.attn_norm.norm(call, l, x, h)?;
             k.attn_norm_q8.quantize(call, h, hq)?;
             product!(attn_q, l, hq, q);
-            product!(attn_k, l, hq, &mut kc[slot.clone()]);
-            product!(attn_v, l, hq, &mut vc[slot.clone()]);
-            let rope = RopeArgs::new(&ops.rope, q, &mut kc[slot], rope_table, p, 0..n);
-            k.rope.run(call, rope)?;
-            let (keys, values) = (KvSlice::F32(&kc[seen]), KvSlice::F32(&vc[seen]));
+            // The chunk's keys and values: straight into a binary32
+            // cache's rows; through binary32 rows rounded once into a
+            // binary16 cache, after RoPE.
+            let (keys, values) = match &mut s.cache[l] {
+                LayerCache::F32 { keys, values } => {
+                    product!(attn_k, l, hq, &mut keys[slot.clone()]);
+                    product!(attn_v, l, hq, &mut values[slot.clone()]);
+                    let rope = RopeArgs::new(&ops.rope, q, &mut keys[slot], rope_table, p, 0..n);
+                    k.rope.run(call, rope)?;
+                    (KvSlice::F32(&keys[seen]), KvSlice::F32(&values[seen]))
+                }
+                LayerCache::F16 { keys, values } => {
+                    let (kn, vn) = (&mut s.new_keys[..n * kvd], &mut s.new_values[..n * kvd]);
+                    product!(attn_k, l, hq, kn);
+                    product!(attn_v, l, hq, vn);
+                    let rope = RopeArgs::new(&ops.rope, q, kn, rope_table, p, 0..n);
+                    k.rope.run(call, rope)?;
+                    to_f16(kn, &mut keys[slot.clone()]);
+                    to_f16(vn, &mut values[slot]);
+                    (KvSlice::F16(&keys[seen]), KvSlice::F16(&values[seen]))
+                }
+            };
             let attn = AttentionArgs::new(&shape, &layout, q, keys, values, att);
             k.attention.run(call, attn)?;
             k.attention_q8.quantize(call, att, hq)?;
@@ -1275,9 +1341,11 @@ mod tests {
     use weft_kernel::Family;
     use weft_plan::{CacheLocation, EmitMode, Options};
 
-    use super::{sites, Engine, KERNEL_FIELDS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES};
+    use super::{
+        sites, Engine, LayerCache, KERNEL_FIELDS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
+    };
     use crate::weights::BLOCK;
-    use crate::{synthetic, Config};
+    use crate::{synthetic, Config, KvCache};
 
     /// A small model whose extents all differ (dim 128, kv_dim 64, hidden
     /// 320, vocab 400), so no two differently shaped matrices look alike.
@@ -1293,6 +1361,7 @@ mod tests {
             rope_base: 10_000.0,
             rope_dims: 32,
             max_seq: 8,
+            kv: KvCache::F16,
         }
     }
 
@@ -1306,6 +1375,51 @@ mod tests {
         };
         let w = Arc::new(synthetic::weights(c));
         Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles")
+    }
+
+    /// A binary16 cache holds each key and value rounded once from the
+    /// binary32 the projections and RoPE computed: layer 0's, which depend
+    /// only on the embeddings, are exactly the binary16 roundings of a
+    /// binary32 cache's, chunked and a token at a time; and the logits
+    /// differ (attention reads the rounded cache).
+    #[test]
+    fn a_binary16_cache_holds_the_binary32_keys_and_values_rounded_once() {
+        let tokens = [3, 1, 4, 1, 5, 9, 2];
+        let c16 = small();
+        let c32 = Config {
+            kv: KvCache::F32,
+            ..small()
+        };
+        for chunk in [1, 3] {
+            let (mut e16, mut e32) = (arm_engine(&c16), arm_engine(&c32));
+            for e in [&mut e16, &mut e32] {
+                e.set_prefill_chunk(chunk).expect("chunk");
+                e.prefill(&tokens).expect("prompt");
+            }
+            let n = tokens.len() * c16.kv_dim();
+            let (
+                LayerCache::F16 {
+                    keys: k16,
+                    values: v16,
+                },
+                LayerCache::F32 { keys, values },
+            ) = (&e16.state.cache[0], &e32.state.cache[0])
+            else {
+                panic!("the caches are not of their configs' types");
+            };
+            let rounded = |x: &[f32]| -> Vec<u16> {
+                x.iter()
+                    .map(|&v| half::f16::from_f32(v).to_bits())
+                    .collect()
+            };
+            assert_eq!(k16[..n], rounded(&keys[..n])[..], "keys, chunk {chunk}");
+            assert_eq!(v16[..n], rounded(&values[..n])[..], "values, chunk {chunk}");
+            assert!(
+                keys[..n].iter().any(|&v| v != 0.0),
+                "empty keys prove nothing"
+            );
+            assert_ne!(e16.digest(), e32.digest(), "chunk {chunk}");
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub mod source;
 pub mod synthetic;
 pub mod weights;
 
-pub use config::Config;
+pub use config::{Config, KvCache};
 pub use engine::{Engine, EngineError};
 pub use model::{Model, Source};
 pub use source::{Choice, SourceError};

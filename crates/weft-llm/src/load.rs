@@ -10,7 +10,7 @@ use std::sync::Arc;
 use weft_gguf::Gguf;
 
 use crate::weights::{Layer, Q8Matrix, Weights};
-use crate::{Config, ModelError};
+use crate::{Config, KvCache, ModelError};
 
 fn meta_usize(g: &Gguf, key: &str) -> Result<usize, ModelError> {
     let v: u32 = g.metadata(key)?;
@@ -56,6 +56,7 @@ pub fn config(g: &Gguf, max_seq: usize) -> Result<Config, ModelError> {
             .metadata_opt::<u32>("llama.rope.dimension_count")?
             .map_or(head_dim, |d| d as usize),
         max_seq: max_seq.min(context).max(1),
+        kv: KvCache::default(),
     };
     config
         .check()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use weft_llm::reference::Reference;
-use weft_llm::{synthetic, Config, Engine};
+use weft_llm::{synthetic, Config, Engine, KvCache};
 use weft_plan::{CacheLocation, EmitMode, Kind, Options};
 
 /// A small model of SmolLM2's architecture: grouped-query heads, RoPE on
@@ -21,6 +21,7 @@ fn small() -> Config {
         rope_base: 10_000.0,
         rope_dims: 32,
         max_seq: 24,
+        kv: KvCache::F16,
     }
 }
 
@@ -78,12 +79,18 @@ fn planned_logits_match_the_scalar_reference_within_two_percent() {
 
 /// Twins compute their arms' bits, so the digest of every logit of a run
 /// is the same with `WEFT_NATIVE_EMIT=off` as with it on, on one thread
-/// and on two (the executor's splits are bit-identical too).
+/// and on two (the executor's splits are bit-identical too), with either
+/// KV cache type.
 #[test]
 fn logits_digest_is_identical_with_native_emission_off_and_on() {
-    let c = small();
+    for kv in [KvCache::F16, KvCache::F32] {
+        digest_is_identical_with_native_emission_off_and_on(&Config { kv, ..small() });
+    }
+}
+
+fn digest_is_identical_with_native_emission_off_and_on(c: &Config) {
     let run = |mode, threads| {
-        let mut e = engine(&c, mode, threads);
+        let mut e = engine(c, mode, threads);
         for &t in &TOKENS {
             e.step(t).expect("step");
         }
