@@ -365,25 +365,31 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ops_per_token / 1e6
     );
 
-    // Where one thread's time goes in the long prompt.
-    let e = &mut engines[0];
-    e.set_profiling(true);
-    feed(e, &prompts[long], Feed::Chunked, chunks[0])?;
-    let profile = e.profile();
-    e.set_profiling(false);
-    let total: Duration = profile.iter().map(|(_, _, d)| *d).sum();
+    // Where each thread count's time goes in the long prompt.
+    let mut profiles = Vec::new();
+    for (e, &chunk) in engines.iter_mut().zip(&chunks) {
+        e.set_profiling(true);
+        feed(e, &prompts[long], Feed::Chunked, chunk)?;
+        profiles.push(e.profile());
+        e.set_profiling(false);
+    }
+    let total: Duration = profiles[0].iter().map(|(_, _, d)| *d).sum();
+    let per_token = |d: Duration| d.as_secs_f64() * 1e6 / LENGTHS[long] as f64;
     println!();
     println!(
-        "time per site, 1 thread, one chunked round of the {}-token prompt:",
+        "time per site, one chunked round of the {}-token prompt on 1 and on 2 threads (share: of the 1-thread total):",
         LENGTHS[long]
     );
-    println!("| site | calls | µs/prompt token | share |");
-    println!("|---|---|---|---|");
-    for (name, calls, d) in profile.into_iter().filter(|(_, calls, _)| *calls > 0) {
+    println!("| site | calls | µs/prompt token, 1 thread | share | µs/prompt token, 2 threads | 2 threads' speedup |");
+    println!("|---|---|---|---|---|---|");
+    for (i, (name, calls, d)) in profiles[0].iter().enumerate().filter(|(_, p)| p.1 > 0) {
+        let two = profiles[1][i].2;
         println!(
-            "| {name} | {calls} | {:.2} | {:.1}% |",
-            d.as_secs_f64() * 1e6 / LENGTHS[long] as f64,
-            100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-12)
+            "| {name} | {calls} | {:.2} | {:.1}% | {:.2} | {:.2} |",
+            per_token(*d),
+            100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-12),
+            per_token(two),
+            d.as_secs_f64() / two.as_secs_f64().max(1e-12)
         );
     }
     println!();

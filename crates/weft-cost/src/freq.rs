@@ -30,6 +30,10 @@
 //!    loops that all have zero trips while the other dominates a loop with
 //!    trips goes the second way: the geometry chose between two paths (a
 //!    body with a packed copy of its operand, or without).
+//!    **Early out.** Outside every loop, a branch one of whose sides can
+//!    reach no loop (it returns without work: an empty range, a degenerate
+//!    argument) while the other dominates a loop with trips goes the
+//!    second way: at this geometry the call has work.
 //! 3. **Rare lanes.** A branch whose condition comes (within its block) from
 //!    an all-lanes vector test (`vptest`, `kortest`, a vector-to-general
 //!    register move, arm64 `umov`/`fmov`) guards per-lane exceptional work:
@@ -476,6 +480,16 @@ fn decide(
             return Split::Only(live, dead);
         }
     }
+    // Rule 2c: an early out. Outside every loop, a side from which no loop
+    // can be reached leaves the call without work; when the other side
+    // leads to a loop that runs, the geometry says there is work to do.
+    if region.is_none() {
+        for (out, live) in [(s0, s1), (s1, s0)] {
+            if !reaches_a_loop(cfg, out) && runs_some(live) {
+                return Split::Only(live, out);
+            }
+        }
+    }
     // Rule 3: rare lanes.
     if let Some(r) = shape.rare[b] {
         let common = if r == s0 { s1 } else { s0 };
@@ -499,6 +513,22 @@ fn decide(
         }
     }
     Split::Half
+}
+
+/// Whether the header of some loop can be reached from block `from`.
+fn reaches_a_loop(cfg: &Cfg, from: usize) -> bool {
+    let mut seen = vec![false; cfg.blocks.len()];
+    let mut work = vec![from];
+    while let Some(x) = work.pop() {
+        if std::mem::replace(&mut seen[x], true) {
+            continue;
+        }
+        if cfg.loops.iter().any(|l| l.header == x) {
+            return true;
+        }
+        work.extend(cfg.blocks[x].succs.iter().copied());
+    }
+    false
 }
 
 /// Per block: whether some exit of loop `l` is reachable from it without

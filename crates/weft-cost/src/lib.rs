@@ -41,7 +41,8 @@
 //! Each entry of a loop runs the nest's `trips` iterations. Inside one
 //! iteration, a two-way branch splits by the first rule that applies:
 //! loop structure (exits happen once per entry), a guard around an inner
-//! loop (taken as the inner trip count says), an all-lanes vector test
+//! loop (taken as the inner trip count says), an early out before a loop
+//! that runs (not taken), an all-lanes vector test
 //! (its exceptional side never runs: rare lanes), a loop's way out (a tail
 //! pass runs once per entry), else half and half. A chain of `k` guarded
 //! remainder blocks is therefore priced at `1/2 + … + 1/2^k` per

@@ -96,6 +96,36 @@ fn a_zero_trip_guard_skips_the_inner_loop() {
     assert_eq!(p.loops[1].iterations, 0.0);
 }
 
+/// Two early outs (an empty range, a degenerate argument: each returns
+/// without reaching a loop), then setup, then a loop with trips: the
+/// geometry says the call has work, so the loop is priced in full, not at
+/// the quarter two half-and-half splits would leave. An early out of a
+/// loop whose trip count is zero still takes the loop's guard.
+#[test]
+fn early_outs_before_a_loop_that_runs_are_not_taken() {
+    let code = x64(|a| {
+        let mut exit = a.create_label();
+        let mut top = a.create_label();
+        a.cmp(rdi, rsi)?;
+        a.jae(exit)?;
+        a.test(rdx, rdx)?;
+        a.je(exit)?;
+        a.mov(rcx, rsi)?;
+        a.sub(rcx, rdi)?;
+        a.set_label(&mut top)?;
+        a.vaddps(ymm0, ymm0, ymm1)?;
+        a.dec(rcx)?;
+        a.jne(top)?;
+        a.set_label(&mut exit)?;
+        a.ret()
+    });
+    let p = zen4(&code, &[trip("i", 100, 0)]).unwrap();
+    assert_eq!(p.loops[0].entries, 1.0, "{p:?}");
+    assert_eq!(p.loops[0].iterations, 100.0);
+    let none = zen4(&code, &[trip("i", 0, 0)]).unwrap();
+    assert_eq!(none.loops[0].iterations, 0.0);
+}
+
 #[test]
 fn pricing_is_deterministic_bit_for_bit() {
     let code = nested();
