@@ -26,6 +26,13 @@
 //! definition ([`reference`](mod@reference)) and the constants ([`table`])
 //! are `weft-libm`'s, re-exported here.
 //!
+//! The same machinery serves kernels of other families built around this
+//! exp: [`map`] describes an exp-based elementwise map (`out[i] =
+//! f(a[i], b[i])`, binary32 operations around one correctly rounded exp)
+//! and its contract; [`twin_x64::emit_map`] and [`twin_a64::emit_map`]
+//! emit its bodies. Which twins such a family registers, and how it
+//! validates them, is that family's business (the loop-nest SiLU·mul).
+//!
 //! # Algorithms
 //!
 //! The steps every implementation follows (binary64, no FMA) are
@@ -33,6 +40,7 @@
 //! bounds.
 
 pub mod arm;
+pub mod map;
 mod record;
 pub mod twin_x64;
 // Twins, added by their authors:

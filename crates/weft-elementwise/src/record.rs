@@ -1,7 +1,7 @@
-//! The twins' shared operation list: a loop iteration of `exp` or `erf` as
-//! a straight-line SSA list of lane operations, recorded from the
-//! reference's own steps and lowered by [`x64`](super::x64) and
-//! [`a64`](super::a64).
+//! The twins' shared operation list: a loop iteration of `exp`, `erf` or an
+//! exp-based map ([`super::map`]) as a straight-line SSA list of lane
+//! operations, recorded from the reference's own steps and lowered by
+//! [`twin_x64`](super::twin_x64) and [`twin_a64`](super::twin_a64).
 //!
 //! One job: write down, once for both back-ends, exactly the binary64
 //! operations of the contract (parent module), in the same order. The
@@ -11,7 +11,10 @@
 //! [`Lanes`] by appending every operation; the few steps the reference
 //! writes as scalar Rust (f32 narrowing, the rounding test,
 //! [`reference::round_dd_to_f32`], erf's exception list) are spelt out here
-//! in the same vocabulary.
+//! in the same vocabulary. A map records its exp argument, the same exp
+//! steps, and its binary32 operations around the result (`FAdd32`,
+//! `FMul32`, `FDiv32`, sign flips as `Xor`/`Xor32`), reading its two
+//! input streams with `Load32`.
 //!
 //! What is *not* here is back-end specific: register classes and widths,
 //! comparison encodings, allocation and lowering. "Full" values are binary64
@@ -21,8 +24,20 @@
 //! [`Op::Input`] and [`Op::Store`]); a back-end that records one half sees
 //! only half 0.
 
+use super::map::{ExpMap, MapExpr};
 use super::reference::{self, Dd, Lanes};
 use super::table;
+
+/// The argument struct a body reads (each back-end lays its loop out by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// [`ElementwiseArgs`](super::ElementwiseArgs): `input`, `output`,
+    /// `len`, `table`; elements `0..len`.
+    Unary,
+    /// [`MapArgs`](super::map::MapArgs): `a`, `b`, `out`, `table`, `len`,
+    /// `start`, `end`; elements `start..end`.
+    Map,
+}
 
 /// One recorded value: the index of the operation that defines it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +64,9 @@ pub(super) enum Op {
     Const32(u32),
     /// The f32 inputs of half `n` of the iteration, widened to binary64 (exact).
     Input(u8),
+    /// The f32 lanes of input stream `s` (0: the first, 1: the second) of
+    /// half `n` of the iteration, as loaded (half): `Load32(s, n)`.
+    Load32(u8, u8),
     Add(Val, Val),
     Sub(Val, Val),
     Mul(Val, Val),
@@ -56,6 +74,8 @@ pub(super) enum Op {
     Min(Val, Val),
     Max(Val, Val),
     And(Val, Val),
+    /// Bitwise exclusive or of full lanes (a sign flip with `Const(1 << 63)`).
+    Xor(Val, Val),
     IAdd(Val, Val),
     Shl(Val, u8),
     Ushr(Val, u8),
@@ -76,6 +96,13 @@ pub(super) enum Op {
     IAdd32(Val, Val),
     And32(Val, Val),
     Or32(Val, Val),
+    /// Bitwise exclusive or of half lanes (a sign flip with
+    /// `Const32(0x8000_0000)`).
+    Xor32(Val, Val),
+    /// Binary32 IEEE addition, multiplication and division of half lanes.
+    FAdd32(Val, Val),
+    FMul32(Val, Val),
+    FDiv32(Val, Val),
     /// 32-bit integer equality → half mask.
     Eq32(Val, Val),
     /// `mask ? t : f` on half lanes.
@@ -94,13 +121,14 @@ impl Op {
     pub(super) fn map(self, f: impl Fn(Val) -> Val) -> Op {
         use Op::*;
         match self {
-            Const(_) | Const32(_) | Input(_) | Join => self,
+            Const(_) | Const32(_) | Input(_) | Load32(..) | Join => self,
             Add(a, b) => Add(f(a), f(b)),
             Sub(a, b) => Sub(f(a), f(b)),
             Mul(a, b) => Mul(f(a), f(b)),
             Min(a, b) => Min(f(a), f(b)),
             Max(a, b) => Max(f(a), f(b)),
             And(a, b) => And(f(a), f(b)),
+            Xor(a, b) => Xor(f(a), f(b)),
             IAdd(a, b) => IAdd(f(a), f(b)),
             Cmp(p, a, b) => Cmp(p, f(a), f(b)),
             MaskAndNot(a, b) => MaskAndNot(f(a), f(b)),
@@ -108,6 +136,10 @@ impl Op {
             IAdd32(a, b) => IAdd32(f(a), f(b)),
             And32(a, b) => And32(f(a), f(b)),
             Or32(a, b) => Or32(f(a), f(b)),
+            Xor32(a, b) => Xor32(f(a), f(b)),
+            FAdd32(a, b) => FAdd32(f(a), f(b)),
+            FMul32(a, b) => FMul32(f(a), f(b)),
+            FDiv32(a, b) => FDiv32(f(a), f(b)),
             Eq32(a, b) => Eq32(f(a), f(b)),
             Assign(a, b) => Assign(f(a), f(b)),
             Shl(a, n) => Shl(f(a), n),
@@ -127,13 +159,14 @@ impl Op {
     pub(super) fn operands(&self) -> Vec<Val> {
         use Op::*;
         match *self {
-            Const(_) | Const32(_) | Input(_) | Join => vec![],
+            Const(_) | Const32(_) | Input(_) | Load32(..) | Join => vec![],
             Add(a, b)
             | Sub(a, b)
             | Mul(a, b)
             | Min(a, b)
             | Max(a, b)
             | And(a, b)
+            | Xor(a, b)
             | IAdd(a, b)
             | Cmp(_, a, b)
             | MaskAndNot(a, b)
@@ -141,6 +174,10 @@ impl Op {
             | IAdd32(a, b)
             | And32(a, b)
             | Or32(a, b)
+            | Xor32(a, b)
+            | FAdd32(a, b)
+            | FMul32(a, b)
+            | FDiv32(a, b)
             | Eq32(a, b)
             | Assign(a, b) => vec![a, b],
             Shl(a, _)
@@ -338,21 +375,39 @@ fn inputs(r: &mut Recorder) -> (Val, Val) {
 /// lanes fails; the stores.
 pub(super) fn record_exp(two_halves: bool) -> Recorder {
     let mut r = Recorder::default();
+    let xs = if two_halves {
+        let (a, b) = inputs(&mut r);
+        vec![a, b]
+    } else {
+        vec![r.push(Op::Input(0))]
+    };
+    let ys = exp_steps(&mut r, &xs);
+    for (n, &y) in ys.iter().enumerate() {
+        r.push(Op::Store(y, n as u8));
+    }
+    r
+}
+
+/// `exp` of the full values `xs` (one per half, already recorded): the
+/// fast path of every half (in lockstep when there are two), each half's
+/// rounding test, then each half's slow block. Returns each half's f32
+/// result (a half value).
+fn exp_steps(r: &mut Recorder, xs: &[Val]) -> Vec<Val> {
     let mut fast = Vec::with_capacity(2);
-    if two_halves {
-        let x = inputs(&mut r);
+    if let [x0, x1] = *xs {
         let (lo, hi) = {
-            let mut p = Pair(&mut r);
-            let y = reference::exp_fast(&mut p, x);
+            let mut p = Pair(r);
+            let y = reference::exp_fast(&mut p, (x0, x1));
             reference::exp_fast_interval(&mut p, y)
         };
-        fast.push((x.0, lo.0, hi.0));
-        fast.push((x.1, lo.1, hi.1));
+        fast.push((x0, lo.0, hi.0));
+        fast.push((x1, lo.1, hi.1));
     } else {
-        let x = r.push(Op::Input(0));
-        let y = reference::exp_fast(&mut r, x);
-        let (lo, hi) = reference::exp_fast_interval(&mut r, y);
-        fast.push((x, lo, hi));
+        for &x in xs {
+            let y = reference::exp_fast(r, x);
+            let (lo, hi) = reference::exp_fast_interval(r, y);
+            fast.push((x, lo, hi));
+        }
     }
     let mut halves = Vec::with_capacity(2);
     for (xh, l, h) in fast {
@@ -363,16 +418,80 @@ pub(super) fn record_exp(two_halves: bool) -> Recorder {
     }
     for &(xh, flo, ok) in &halves {
         r.push(Op::SkipIfAll(ok));
-        let d: Dd<Val> = reference::exp_slow(&mut r, xh);
-        let slow = round_dd(&mut r, d.hi, d.lo, table::EXP_SLOW_ERR);
+        let d: Dd<Val> = reference::exp_slow(r, xh);
+        let slow = round_dd(r, d.hi, d.lo, table::EXP_SLOW_ERR);
         let merged = r.push(Op::Select32(ok, flo, slow));
         r.push(Op::Assign(flo, merged));
         r.push(Op::Join);
     }
-    for (n, &(_, flo, _)) in halves.iter().enumerate() {
-        r.push(Op::Store(flo, n as u8));
+    halves.iter().map(|&(_, flo, _)| flo).collect()
+}
+
+/// One iteration of the exp-based map `map` (one or two halves): the
+/// exp argument of each half as a full value, [`exp_steps`] on them, then
+/// each half's f32 expression around its exp result, and the stores (every
+/// load of the iteration comes before its first store, so the output may
+/// be an input).
+pub(super) fn record_map(map: &ExpMap, two_halves: bool) -> Recorder {
+    let mut r = Recorder::default();
+    let halves: u8 = if two_halves { 2 } else { 1 };
+    let xs: Vec<Val> = (0..halves)
+        .map(|n| map_full(&mut r, map.exp_argument(), n))
+        .collect();
+    let ys = exp_steps(&mut r, &xs);
+    let outs: Vec<Val> = (0..halves)
+        .map(|n| map_half(&mut r, map.expr(), n, ys[usize::from(n)]))
+        .collect();
+    for (n, &o) in outs.iter().enumerate() {
+        r.push(Op::Store(o, n as u8));
     }
     r
+}
+
+/// `e` of half `n` as binary64 lanes (exact: every f32 widens exactly and
+/// a sign flip commutes with widening).
+fn map_full(r: &mut Recorder, e: &MapExpr, n: u8) -> Val {
+    match e {
+        MapExpr::Input(s) => {
+            let v = r.push(Op::Load32(s.index(), n));
+            r.push(Op::Widen(v))
+        }
+        MapExpr::Neg(x) => {
+            let v = map_full(r, x, n);
+            let sign = r.ic(i64::MIN);
+            r.push(Op::Xor(v, sign))
+        }
+        MapExpr::Const(c) => r.c(f64::from(*c)),
+        _ => {
+            // Never the exp (checked by `ExpMap::new`).
+            let v = map_half(r, e, n, Val(u32::MAX));
+            r.push(Op::Widen(v))
+        }
+    }
+}
+
+/// `e` of half `n` as f32 lanes, one IEEE binary32 operation per node,
+/// with `exp` standing for the (only) exp node's result.
+fn map_half(r: &mut Recorder, e: &MapExpr, n: u8, exp: Val) -> Val {
+    match e {
+        MapExpr::Input(s) => r.push(Op::Load32(s.index(), n)),
+        MapExpr::Const(c) => r.c32(c.to_bits()),
+        MapExpr::Neg(x) => {
+            let v = map_half(r, x, n, exp);
+            let sign = r.c32(0x8000_0000);
+            r.push(Op::Xor32(v, sign))
+        }
+        MapExpr::Exp(_) => exp,
+        MapExpr::Add(a, b) | MapExpr::Mul(a, b) | MapExpr::Div(a, b) => {
+            let a = map_half(r, a, n, exp);
+            let b = map_half(r, b, n, exp);
+            r.push(match e {
+                MapExpr::Add(..) => Op::FAdd32(a, b),
+                MapExpr::Mul(..) => Op::FMul32(a, b),
+                _ => Op::FDiv32(a, b),
+            })
+        }
+    }
 }
 
 /// One iteration of `erf` (one or two halves): one binary64 evaluation,

@@ -21,7 +21,7 @@
 //!
 //! Invariants:
 //!
-//! - **Leaf ABI (AAPCS64).** Only x0–x5, x9–x11 and caller-saved vector
+//! - **Leaf ABI (AAPCS64).** Only x0–x6, x9–x11 and caller-saved vector
 //!   registers are written (v0–v7, v16–v31; `d8`–`d15` are saved and
 //!   restored if the allocator ever needs v8–v15). No call leaves the body.
 //! - **Table from the arguments**: lookups read [`ElementwiseArgs::table`]
@@ -34,11 +34,15 @@
 //!   +0.0) and written with `str s`, so nothing outside
 //!   `input[..len]`/`output[..len]` is touched. In place works: a step reads
 //!   before it writes.
+//! - **Maps** ([`emit_map`]): the same loop over [`MapArgs`]
+//!   (`start..end`, second stream in x6); loads and stores use plain
+//!   offsets and the loop advances the three pointers.
 //! - **Slow path inside the body**: when either lane of a step fails the
 //!   rounding test, the step runs the double-double slow path on both lanes
 //!   and the failing lanes take its result.
 //!
 //! [`ElementwiseArgs::table`]: super::ElementwiseArgs
+//! [`MapArgs`]: super::map::MapArgs
 //! [`reference::exp_fast`]: super::reference::exp_fast
 //! [`reference::exp_fast_interval`]: super::reference::exp_fast_interval
 //! [`reference::exp_slow`]: super::reference::exp_slow
@@ -51,7 +55,8 @@ use std::collections::HashMap;
 use weft_a64::{d, mem, q, s, v, w, x, Assembler, Cond, EncodeError, XZR};
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
-use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
+use super::map::ExpMap;
+use super::record::{record_erf, record_exp, record_map, Layout, Op, Pred, Recorder, Val};
 use super::Func;
 
 // ----------------------------------------------------------- operations ---
@@ -158,6 +163,8 @@ const OUT: u8 = 2;
 const LEN: u8 = 3;
 const TAB: u8 = 4;
 const POOL: u8 = 5;
+/// A map's second stream.
+const IN_B: u8 = 6;
 const T0: u8 = 9;
 const T1: u8 = 10;
 const T2: u8 = 11;
@@ -207,6 +214,7 @@ fn lower_step(
     alloc: &Allocation,
     pool: &mut Pool,
     width: Width,
+    layout: Layout,
 ) -> Result<(), EncodeError> {
     let r = |val: Val| -> u8 { alloc.reg[val.0 as usize].expect("an operand has a register") };
     let mut join = None;
@@ -228,6 +236,20 @@ fn lower_step(
                 }
                 a.fcvtl(vd.d2(), vd.s2())?;
             }
+            // A map's loads and stores do not advance the pointers (a
+            // stream may be loaded twice); the loop does.
+            Op::Load32(stream, _) => {
+                let base = if stream == 0 { IN } else { IN_B };
+                match width {
+                    Width::Two => a.ldr(d(dn), mem(x(base)))?,
+                    Width::One => a.ldr(s(dn), mem(x(base)))?,
+                }
+            }
+            Op::Xor(p, q_) => a.eor(vd.b16(), v(r(p)).b16(), v(r(q_)).b16())?,
+            Op::Xor32(p, q_) => a.eor(vd.b8(), v(r(p)).b8(), v(r(q_)).b8())?,
+            Op::FAdd32(p, q_) => a.fadd(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
+            Op::FMul32(p, q_) => a.fmul(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
+            Op::FDiv32(p, q_) => a.fdiv(vd.s2(), v(r(p)).s2(), v(r(q_)).s2())?,
             Op::Add(p, q_) => a.fadd(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
             Op::Sub(p, q_) => a.fsub(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
             Op::Mul(p, q_) => a.fmul(vd.d2(), v(r(p)).d2(), v(r(q_)).d2())?,
@@ -303,9 +325,10 @@ fn lower_step(
                 a.bind(label)?;
             }
             Op::Assign(dv, sv) => a.mov(v(r(dv)).b16(), v(r(sv)).b16())?,
-            Op::Store(p, _) => match width {
-                Width::Two => a.str(d(r(p)), mem(x(OUT)).post(8))?,
-                Width::One => a.str(s(r(p)), mem(x(OUT)))?,
+            Op::Store(p, _) => match (width, layout) {
+                (Width::Two, Layout::Unary) => a.str(d(r(p)), mem(x(OUT)).post(8))?,
+                (Width::Two, Layout::Map) => a.str(d(r(p)), mem(x(OUT)))?,
+                (Width::One, _) => a.str(s(r(p)), mem(x(OUT)))?,
             },
         }
     }
@@ -340,29 +363,63 @@ fn callee_saved_frame(a: &mut Assembler, used: &[u8], save: bool) -> Result<(), 
 
 /// The whole body: prologue, loop of 2-element steps, the odd element, the
 /// pool.
-fn emit_body(rec: &Recorder) -> Result<NativeCode, String> {
+fn emit_body(rec: &Recorder, layout: Layout) -> Result<NativeCode, String> {
     let alloc = allocate(rec)?;
     let mut pool = Pool::default();
     let mut a = Assembler::new();
     let e = |e: EncodeError| e.to_string();
     let (top, last, done, pool_label) =
         (a.new_label(), a.new_label(), a.new_label(), a.new_label());
-    a.ldr(x(IN), mem(x(ARGS))).map_err(e)?;
-    a.ldr(x(OUT), mem(x(ARGS)).off(8)).map_err(e)?;
-    a.ldr(x(LEN), mem(x(ARGS)).off(16)).map_err(e)?;
-    a.ldr(x(TAB), mem(x(ARGS)).off(24)).map_err(e)?;
+    match layout {
+        Layout::Unary => {
+            a.ldr(x(IN), mem(x(ARGS))).map_err(e)?;
+            a.ldr(x(OUT), mem(x(ARGS)).off(8)).map_err(e)?;
+            a.ldr(x(LEN), mem(x(ARGS)).off(16)).map_err(e)?;
+            a.ldr(x(TAB), mem(x(ARGS)).off(24)).map_err(e)?;
+        }
+        Layout::Map => {
+            // LEN = end - start elements from `start` on, or none unless
+            // start <= end <= len.
+            let (bad, good) = (a.new_label(), a.new_label());
+            a.ldr(x(IN), mem(x(ARGS))).map_err(e)?;
+            a.ldr(x(IN_B), mem(x(ARGS)).off(8)).map_err(e)?;
+            a.ldr(x(OUT), mem(x(ARGS)).off(16)).map_err(e)?;
+            a.ldr(x(TAB), mem(x(ARGS)).off(24)).map_err(e)?;
+            a.ldr(x(T1), mem(x(ARGS)).off(32)).map_err(e)?;
+            a.ldr(x(T0), mem(x(ARGS)).off(40)).map_err(e)?;
+            a.ldr(x(LEN), mem(x(ARGS)).off(48)).map_err(e)?;
+            a.cmp(x(T0), x(LEN)).map_err(e)?;
+            a.b_cond(Cond::Hi, bad).map_err(e)?;
+            a.cmp(x(LEN), x(T1)).map_err(e)?;
+            a.b_cond(Cond::Hi, bad).map_err(e)?;
+            a.sub(x(LEN), x(LEN), x(T0)).map_err(e)?;
+            a.lsl(x(T0), x(T0), 2).map_err(e)?;
+            a.add(x(IN), x(IN), x(T0)).map_err(e)?;
+            a.add(x(IN_B), x(IN_B), x(T0)).map_err(e)?;
+            a.add(x(OUT), x(OUT), x(T0)).map_err(e)?;
+            a.b(good).map_err(e)?;
+            a.bind(bad).map_err(e)?;
+            a.mov(x(LEN), XZR).map_err(e)?;
+            a.bind(good).map_err(e)?;
+        }
+    }
     a.adr(x(POOL), pool_label).map_err(e)?;
     callee_saved_frame(&mut a, &alloc.callee_saved_used, true).map_err(e)?;
     a.cmp(x(LEN), 2).map_err(e)?;
     a.b_cond(Cond::Lo, last).map_err(e)?;
     a.bind(top).map_err(e)?;
-    lower_step(&mut a, rec, &alloc, &mut pool, Width::Two).map_err(e)?;
+    lower_step(&mut a, rec, &alloc, &mut pool, Width::Two, layout).map_err(e)?;
+    if layout == Layout::Map {
+        for p in [IN, IN_B, OUT] {
+            a.add(x(p), x(p), 8).map_err(e)?;
+        }
+    }
     a.sub(x(LEN), x(LEN), 2).map_err(e)?;
     a.cmp(x(LEN), 2).map_err(e)?;
     a.b_cond(Cond::Hs, top).map_err(e)?;
     a.bind(last).map_err(e)?;
     a.cbz(x(LEN), done).map_err(e)?;
-    lower_step(&mut a, rec, &alloc, &mut pool, Width::One).map_err(e)?;
+    lower_step(&mut a, rec, &alloc, &mut pool, Width::One, layout).map_err(e)?;
     a.bind(done).map_err(e)?;
     callee_saved_frame(&mut a, &alloc.callee_saved_used, false).map_err(e)?;
     a.ret().map_err(e)?;
@@ -420,7 +477,7 @@ impl A64Twin {
     /// The body (what [`Twin::emit`] gives; independent of the offer, whose
     /// contract is the same at every length).
     pub fn body(self) -> Result<NativeCode, Refusal> {
-        emit_body(&self.record()).map_err(|e| Refusal::EmitError {
+        emit_body(&self.record(), Layout::Unary).map_err(|e| Refusal::EmitError {
             message: format!("{}: {e}", Twin::name(&self)),
         })
     }
@@ -468,6 +525,16 @@ pub fn a64_twins() -> Vec<Box<dyn Twin>> {
         .iter()
         .map(|&f| Box::new(A64Twin::new(f)) as Box<dyn Twin>)
         .collect()
+}
+
+/// The body of the exp-based map `map`: the [`map`](super::map) module's
+/// contract, [`MapArgs`](super::map::MapArgs) layout. Steps of two
+/// elements; an odd last element is read with `ldr s` from each stream
+/// (the other lane is +0.0) and written with `str s`.
+pub fn emit_map(map: &ExpMap) -> Result<NativeCode, Refusal> {
+    emit_body(&record_map(map, false), Layout::Map).map_err(|e| Refusal::EmitError {
+        message: format!("exp map (neon): {e}"),
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! A loop iteration is two interleaved register-wide halves (8 f32 on
 //! AVX2, 16 on AVX-512), except erf on AVX2 (one half: its coefficients
 //! fill the 16 registers). Values live across a half's slow block but
-//! unused in it are parked in the frame while it runs.
+//! unused in it are parked in the frame while it runs. [`emit_map`] emits
+//! exp-based maps ([`map`](super::map)) the same way, two halves at both
+//! tiers, reading [`MapArgs`](super::map::MapArgs) (second stream in `rsi`,
+//! saved on Win64; its tail staged through a second stack buffer).
 //!
 //! One job: emit, for the arm's offer, a body that computes exactly the
 //! binary64 operations of the contract (parent module), in the same order,
@@ -24,18 +27,20 @@
 //! Invariants:
 //!
 //! - **Leaf ABI**, SysV or Win64 (the façade's frame saves `xmm6`–`xmm15`
-//!   on Win64); only volatile GPRs are written; no call leaves the body.
+//!   on Win64); only volatile GPRs are written, and `rsi` by a map body
+//!   (declared, so pushed and popped on Win64); no call leaves the body.
 //! - **Constants are built from immediates**: the fast path's constants are
 //!   broadcast into registers before the loop when registers allow, the
 //!   rest are broadcast once per call into the body's own stack frame and
 //!   read from there (never a constant pool, never a relocation); the slow
-//!   path broadcasts its constants at the point of use.
+//!   path, and every 32-bit constant, is broadcast at the point of use.
 //! - **Table from the arguments**: lookups read [`ElementwiseArgs::table`]
 //!   (exp: one gather per half; erf: its eight coefficients per lane are one
 //!   row, so each lane's row is loaded whole and transposed in registers).
 //! - **Any length and alignment**: full steps read and write in place;
 //!   the last `len % lanes` elements are staged through a zero-padded stack
-//!   buffer, so nothing outside `input[..len]`/`output[..len]` is touched.
+//!   buffer, so nothing outside `input[..len]`/`output[..len]` is touched
+//!   (for a map: nothing outside `[start, end)` of `a`, `b`, `out`).
 //! - **Slow path inside the body**: when any lane of a step fails the
 //!   rounding test, the whole step runs the double-double slow path (as
 //!   vectors) and the failing lanes take its result.
@@ -53,12 +58,16 @@ use weft_kernel::{Feature, Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Ref
 use weft_x64::iced_x86::code_asm::registers::k::{k1, k2, k3, k4, k5, k6, k7};
 use weft_x64::iced_x86::code_asm::registers::{xmm, ymm, zmm};
 use weft_x64::iced_x86::code_asm::{
-    dword_ptr, eax, qword_bcst, qword_ptr, r10, r11, r8, r9, rax, rcx, rdx, rsp, xmmword_ptr,
+    dword_ptr, eax, qword_bcst, qword_ptr, r10, r11, r8, r9, rax, rcx, rdx, rsi, rsp, xmmword_ptr,
     ymmword_ptr, zmmword_ptr, AsmRegisterK, AsmRegisterXmm, AsmRegisterYmm, AsmRegisterZmm,
     CodeAssembler, CodeLabel,
 };
 use weft_x64::iced_x86::IcedError;
-use weft_x64::{Abi, Clobbers, EmitError, Emitter, Encoding};
+use weft_x64::{Clobbers, EmitError, Emitter, Encoding};
+
+/// The calling convention a body is emitted for (weft-x64's), re-exported
+/// for callers of [`emit_map`] and [`X64Twin::emit_for`].
+pub use weft_x64::Abi;
 
 /// Why a body could not be emitted (becomes a `Refusal::EmitError`).
 #[derive(Debug)]
@@ -69,7 +78,8 @@ impl From<EmitError> for Fail {
         Fail(e.to_string())
     }
 }
-use super::record::{record_erf, record_exp, Op, Pred, Recorder, Val};
+use super::map::ExpMap;
+use super::record::{record_erf, record_exp, record_map, Layout, Op, Pred, Recorder, Val};
 
 // --------------------------------------------------------------- values ---
 
@@ -94,10 +104,10 @@ impl Kind {
         use Op::*;
         match op {
             Const(_) | Input(_) | Add(..) | Sub(..) | Mul(..) | Min(..) | Max(..) | And(..)
-            | IAdd(..) | Shl(..) | Ushr(..) | Floor(_) | Tab(..) | Select(..) | Widen(_) => {
-                Kind::Full
-            }
-            Const32(_) | Narrow(_) | IAdd32(..) | And32(..) | Or32(..) | Select32(..) => Kind::Half,
+            | Xor(..) | IAdd(..) | Shl(..) | Ushr(..) | Floor(_) | Tab(..) | Select(..)
+            | Widen(_) => Kind::Full,
+            Const32(_) | Load32(..) | Narrow(_) | IAdd32(..) | And32(..) | Or32(..) | Xor32(..)
+            | FAdd32(..) | FMul32(..) | FDiv32(..) | Select32(..) => Kind::Half,
             Cmp(..) | MaskAndNot(..) | MaskAnd(..) => Kind::Mask,
             Eq32(..) => Kind::HalfMask,
             SkipIfAll(_) | Join | Assign(..) | Store(..) => Kind::Nothing,
@@ -234,7 +244,12 @@ fn fast_constants(ops: &[(Op, Kind)]) -> Vec<u64> {
         for (n, v) in operands.iter().enumerate() {
             if let Op::Const(bits) = ops[v.0 as usize].0 {
                 let memory_ok = match op {
-                    Op::Add(..) | Op::Mul(..) | Op::And(..) | Op::IAdd(..) | Op::Cmp(..) => true,
+                    Op::Add(..)
+                    | Op::Mul(..)
+                    | Op::And(..)
+                    | Op::Xor(..)
+                    | Op::IAdd(..)
+                    | Op::Cmp(..) => true,
                     Op::Sub(..) => n == 1,
                     _ => false,
                 };
@@ -545,12 +560,22 @@ fn masked_ymm(r: AsmRegisterYmm, k: u8) -> AsmRegisterYmm {
     }
 }
 
-/// Frame layout (offsets from the 64-byte-aligned rsp).
+/// Frame layout (offsets from the 64-byte-aligned rsp): the staging
+/// buffer of the first input stream (and of the output), the caller's rsp,
+/// where a row lookup spills its lane indices, the staging buffer of a
+/// map's second stream, then the constant slots (at [`slots`]).
 const BUF: i32 = 0;
 const SAVED_RSP: i32 = 64;
-/// Where a row lookup spills its lane indices.
 const IDX: i32 = 128;
-const SLOTS: i32 = 192;
+const BUF_B: i32 = 192;
+
+/// Where the constant slots start for a body reading `layout`.
+fn slots(layout: Layout) -> i32 {
+    match layout {
+        Layout::Unary => 192,
+        Layout::Map => 256,
+    }
+}
 
 fn iced(context: &'static str) -> impl Fn(IcedError) -> Fail {
     move |e| Fail(format!("iced-x86 rejected {context}: {e}"))
@@ -570,6 +595,8 @@ struct Lower<'p> {
     join: Option<CodeLabel>,
     /// First index of each row-lookup group (see [`fuse_rows`]).
     rows: Vec<usize>,
+    /// Where the constant slots start ([`slots`]).
+    slots: i32,
 }
 
 /// Emits `$m` on Full operands: `d = s1 op s2` with `s2` a register or a
@@ -615,7 +642,7 @@ impl Lower<'_> {
     fn src(&self, v: Val) -> Result<Src, Fail> {
         match self.loc(v) {
             Loc::Vec(r) | Loc::Home(Home::Reg(r)) => Ok(Src::Reg(r)),
-            Loc::Home(Home::Stack(o)) => Ok(Src::Mem(SLOTS + o)),
+            Loc::Home(Home::Stack(o)) => Ok(Src::Mem(self.slots + o)),
             Loc::K(_) | Loc::None => Err(self.bad(v, "is not a vector value")),
         }
     }
@@ -690,7 +717,7 @@ impl Lower<'_> {
 
     /// Broadcast a fast-path constant into its slot (and its register).
     fn materialize(&self, a: &mut CodeAssembler, h: &ConstHome) -> Result<(), Fail> {
-        let o = SLOTS + h.slot;
+        let o = self.slots + h.slot;
         let (s1, _) = self.tier.scratch();
         match self.tier {
             Tier::Avx2 => {
@@ -741,7 +768,18 @@ impl Lower<'_> {
                 }
                 .map_err(iced("the input load"))?;
             }
-            Op::Add(x, y) | Op::Mul(x, y) | Op::And(x, y) | Op::IAdd(x, y) => {
+            Op::Load32(stream, n) => {
+                let d = self.dst(i)? as usize;
+                let base = if stream == 0 { r8 } else { rsi };
+                let o = i32::from(n) * 4 * tier.lanes() as i32;
+                let a = e.asm();
+                match tier {
+                    Tier::Avx2 => a.vmovups(XMM[d], xmmword_ptr(base + o)),
+                    Tier::Avx512 => a.vmovups(YMM[d], ymmword_ptr(base + o)),
+                }
+                .map_err(iced("an input load"))?;
+            }
+            Op::Add(x, y) | Op::Mul(x, y) | Op::And(x, y) | Op::Xor(x, y) | Op::IAdd(x, y) => {
                 // Commutative: keep a frame constant in the second place.
                 let (x, y) = if self.is_mem(x) { (y, x) } else { (x, y) };
                 let d = self.dst(i)?;
@@ -759,6 +797,15 @@ impl Lower<'_> {
                             a.vpand(YMM[d as usize], YMM[r1 as usize], ymmword_ptr(rsp + o))
                         }
                         (Tier::Avx512, _) => full3!(a, tier, vpandq, d, r1, r2),
+                    },
+                    Op::Xor(..) => match (tier, r2) {
+                        (Tier::Avx2, Src::Reg(b)) => {
+                            a.vpxor(YMM[d as usize], YMM[r1 as usize], YMM[b as usize])
+                        }
+                        (Tier::Avx2, Src::Mem(o)) => {
+                            a.vpxor(YMM[d as usize], YMM[r1 as usize], ymmword_ptr(rsp + o))
+                        }
+                        (Tier::Avx512, _) => full3!(a, tier, vpxorq, d, r1, r2),
                     },
                     _ => full3!(a, tier, vpaddq, d, r1, r2),
                 }
@@ -900,17 +947,28 @@ impl Lower<'_> {
                 }
                 .map_err(iced("a widening"))?;
             }
-            Op::IAdd32(x, y) | Op::And32(x, y) | Op::Or32(x, y) => {
+            Op::IAdd32(x, y)
+            | Op::And32(x, y)
+            | Op::Or32(x, y)
+            | Op::Xor32(x, y)
+            | Op::FAdd32(x, y)
+            | Op::FMul32(x, y)
+            | Op::FDiv32(x, y) => {
                 let (d, x, y) = (self.dst(i)?, self.vreg(x)?, self.vreg(y)?);
                 let a = e.asm();
                 match (op, tier) {
                     (Op::IAdd32(..), _) => half3!(a, tier, vpaddd, d, x, y),
+                    (Op::FAdd32(..), _) => half3!(a, tier, vaddps, d, x, y),
+                    (Op::FMul32(..), _) => half3!(a, tier, vmulps, d, x, y),
+                    (Op::FDiv32(..), _) => half3!(a, tier, vdivps, d, x, y),
+                    (Op::Xor32(..), Tier::Avx2) => half3!(a, tier, vpxor, d, x, y),
+                    (Op::Xor32(..), Tier::Avx512) => half3!(a, tier, vpxord, d, x, y),
                     (Op::And32(..), Tier::Avx2) => half3!(a, tier, vpand, d, x, y),
                     (Op::And32(..), Tier::Avx512) => half3!(a, tier, vpandd, d, x, y),
                     (_, Tier::Avx2) => half3!(a, tier, vpor, d, x, y),
                     (_, Tier::Avx512) => half3!(a, tier, vpord, d, x, y),
                 }
-                .map_err(iced("a 32-bit integer operation"))?;
+                .map_err(iced("a 32-bit lane operation"))?;
             }
             Op::Eq32(x, y) => {
                 let (x, y) = (self.vreg(x)? as usize, self.vreg(y)? as usize);
@@ -984,7 +1042,7 @@ impl Lower<'_> {
                 }
                 for h in &self.plan.homes {
                     if let Some(r) = h.reg {
-                        let o = SLOTS + h.slot;
+                        let o = self.slots + h.slot;
                         match tier {
                             Tier::Avx2 => e.asm().vmovupd(YMM[r as usize], ymmword_ptr(rsp + o)),
                             Tier::Avx512 => {
@@ -1025,7 +1083,7 @@ impl Lower<'_> {
         let Some((_, _, regs)) = self.plan.parked.iter().find(|(s, _, _)| *s == skip) else {
             return Ok(());
         };
-        let base = SLOTS + self.plan.slot_area;
+        let base = self.slots + self.plan.slot_area;
         let a = e.asm();
         for &(r, o) in regs {
             let r = r as usize;
@@ -1171,15 +1229,23 @@ impl Lower<'_> {
     }
 }
 
-/// Emits the whole body for `rec`'s step at `tier` under `abi`.
-fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<NativeCode, Fail> {
+/// Emits the whole body for `rec`'s step at `tier` under `abi`, reading
+/// arguments laid out as `layout`.
+fn emit_body(
+    tier: Tier,
+    halves: usize,
+    abi: Abi,
+    layout: Layout,
+    rec: &Recorder,
+) -> Result<NativeCode, Fail> {
     let recorded: Vec<(Op, Kind)> = rec.ops.iter().map(|&op| (op, Kind::of(&op))).collect();
     let (fused, rows) = fuse_rows(&recorded);
     let ops = &fused;
     let plan = plan(tier, ops)?;
     let lanes = (halves * tier.lanes()) as i32;
     let step_bytes = 4 * lanes;
-    let frame = SLOTS + plan.slot_area + plan.park_area;
+    let slots = slots(layout);
+    let frame = slots + plan.slot_area + plan.park_area;
     if frame > 4000 {
         return Err(Fail(format!(
             "{frame} bytes of frame would need a stack probe"
@@ -1193,17 +1259,54 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
     for r in 0..plan.vec_high.max(16) {
         clobbers = clobbers.with(XMM[r as usize]);
     }
+    if layout == Layout::Map {
+        // The second stream's pointer (callee-saved on Win64).
+        clobbers = clobbers.with(rsi);
+    }
     e.prologue(clobbers)?;
     let args = e.args_reg();
+    match layout {
+        Layout::Unary => {
+            let a = e.asm();
+            a.mov(r8, qword_ptr(args)).map_err(iced("the arguments"))?;
+            a.mov(r9, qword_ptr(args + 8))
+                .map_err(iced("the arguments"))?;
+            a.mov(r10, qword_ptr(args + 16))
+                .map_err(iced("the arguments"))?;
+            a.mov(r11, qword_ptr(args + 24))
+                .map_err(iced("the arguments"))?;
+        }
+        Layout::Map => {
+            // r10 = end - start elements from `start` on, or none unless
+            // start <= end <= len; every argument is read before rcx (the
+            // Win64 argument register) is written.
+            let mut bad = e.create_label();
+            let mut good = e.create_label();
+            let t = iced("the arguments");
+            let a = e.asm();
+            a.mov(rax, qword_ptr(args + 40)).map_err(&t)?;
+            a.mov(r10, qword_ptr(args + 48)).map_err(&t)?;
+            a.mov(rdx, qword_ptr(args + 32)).map_err(&t)?;
+            a.mov(r8, qword_ptr(args)).map_err(&t)?;
+            a.mov(rsi, qword_ptr(args + 8)).map_err(&t)?;
+            a.mov(r9, qword_ptr(args + 16)).map_err(&t)?;
+            a.mov(r11, qword_ptr(args + 24)).map_err(&t)?;
+            a.cmp(rax, r10).map_err(&t)?;
+            a.ja(bad).map_err(&t)?;
+            a.cmp(r10, rdx).map_err(&t)?;
+            a.ja(bad).map_err(&t)?;
+            a.sub(r10, rax).map_err(&t)?;
+            a.lea(r8, qword_ptr(r8 + rax * 4)).map_err(&t)?;
+            a.lea(rsi, qword_ptr(rsi + rax * 4)).map_err(&t)?;
+            a.lea(r9, qword_ptr(r9 + rax * 4)).map_err(&t)?;
+            a.jmp(good).map_err(&t)?;
+            e.set_label(&mut bad)?;
+            e.asm().xor(r10, r10).map_err(&t)?;
+            e.set_label(&mut good)?;
+        }
+    }
     {
         let a = e.asm();
-        a.mov(r8, qword_ptr(args)).map_err(iced("the arguments"))?;
-        a.mov(r9, qword_ptr(args + 8))
-            .map_err(iced("the arguments"))?;
-        a.mov(r10, qword_ptr(args + 16))
-            .map_err(iced("the arguments"))?;
-        a.mov(r11, qword_ptr(args + 24))
-            .map_err(iced("the arguments"))?;
         // An aligned frame of our own; the caller's rsp is kept in it.
         a.mov(rax, rsp).map_err(iced("the frame"))?;
         a.sub(rsp, frame).map_err(iced("the frame"))?;
@@ -1217,6 +1320,7 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
         ops,
         join: None,
         rows,
+        slots,
     };
     // Fast-path constants: into their slots, and the hoisted ones into
     // their registers too.
@@ -1243,6 +1347,9 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
         a.jne(tail_out).map_err(iced("the loop"))?;
         a.add(r8, step_bytes).map_err(iced("the loop"))?;
         a.add(r9, step_bytes).map_err(iced("the loop"))?;
+        if layout == Layout::Map {
+            a.add(rsi, step_bytes).map_err(iced("the loop"))?;
+        }
         a.sub(r10, lanes).map_err(iced("the loop"))?;
         a.jmp(top).map_err(iced("the loop"))?;
     }
@@ -1260,11 +1367,17 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
             Tier::Avx512 => a.vpxorq(ZMM[z], ZMM[z], ZMM[z]),
         }
         .map_err(iced("the tail"))?;
-        match tier {
-            Tier::Avx2 => a.vmovdqu(ymmword_ptr(rsp + BUF), YMM[z]),
-            Tier::Avx512 => a.vmovdqu64(zmmword_ptr(rsp + BUF), ZMM[z]),
+        let bufs: &[i32] = match layout {
+            Layout::Unary => &[BUF],
+            Layout::Map => &[BUF, BUF_B],
+        };
+        for &buf in bufs {
+            match tier {
+                Tier::Avx2 => a.vmovdqu(ymmword_ptr(rsp + buf), YMM[z]),
+                Tier::Avx512 => a.vmovdqu64(zmmword_ptr(rsp + buf), ZMM[z]),
+            }
+            .map_err(iced("the tail"))?;
         }
-        .map_err(iced("the tail"))?;
         a.xor(rcx, rcx).map_err(iced("the tail"))?;
     }
     let mut copy_in = e.create_label();
@@ -1275,12 +1388,22 @@ fn emit_body(tier: Tier, halves: usize, abi: Abi, rec: &Recorder) -> Result<Nati
             .map_err(iced("the tail"))?;
         a.mov(dword_ptr(rsp + rcx * 4 + BUF), eax)
             .map_err(iced("the tail"))?;
+        if layout == Layout::Map {
+            a.mov(eax, dword_ptr(rsi + rcx * 4))
+                .map_err(iced("the tail"))?;
+            a.mov(dword_ptr(rsp + rcx * 4 + BUF_B), eax)
+                .map_err(iced("the tail"))?;
+        }
         a.inc(rcx).map_err(iced("the tail"))?;
         a.cmp(rcx, r10).map_err(iced("the tail"))?;
         a.jb(copy_in).map_err(iced("the tail"))?;
         a.mov(rdx, r9).map_err(iced("the tail"))?;
         a.lea(r8, qword_ptr(rsp + BUF)).map_err(iced("the tail"))?;
         a.lea(r9, qword_ptr(rsp + BUF)).map_err(iced("the tail"))?;
+        if layout == Layout::Map {
+            a.lea(rsi, qword_ptr(rsp + BUF_B))
+                .map_err(iced("the tail"))?;
+        }
         a.jmp(body_offset_label).map_err(iced("the tail"))?;
     }
     let mut tail_out = tail_out;
@@ -1381,11 +1504,11 @@ impl X64Twin {
     /// The body for `abi` (the host's is what [`Twin::emit`] gives; the
     /// other is for tests that call it through `extern "win64"`).
     pub fn emit_for(self, abi: Abi) -> Result<NativeCode, Refusal> {
-        emit_body(self.tier, self.halves(), abi, &self.record()).map_err(|Fail(e)| {
-            Refusal::EmitError {
+        emit_body(self.tier, self.halves(), abi, Layout::Unary, &self.record()).map_err(
+            |Fail(e)| Refusal::EmitError {
                 message: format!("{}: {e}", Twin::name(&self)),
-            }
-        })
+            },
+        )
     }
 }
 
@@ -1476,4 +1599,26 @@ pub fn x64_twins() -> Vec<Box<dyn Twin>> {
         }
     }
     out
+}
+
+// ----------------------------------------------------------------- maps ---
+
+/// Halves per loop iteration of a map body: two, interleaved, at both tiers.
+pub const MAP_HALVES: usize = 2;
+
+/// f32 elements per loop iteration of a map body at `tier`.
+pub fn map_per_iteration(tier: Tier) -> usize {
+    MAP_HALVES * tier.lanes()
+}
+
+/// The body of the exp-based map `map` at `tier` under `abi`: the
+/// [`map`](super::map) module's contract, [`MapArgs`](super::map::MapArgs)
+/// layout. Steps of [`map_per_iteration`] elements; the last
+/// `(end - start) % map_per_iteration(tier)` elements are staged through
+/// zeroed stack buffers, both streams.
+pub fn emit_map(map: &ExpMap, tier: Tier, abi: Abi) -> Result<NativeCode, Refusal> {
+    let rec = record_map(map, MAP_HALVES == 2);
+    emit_body(tier, MAP_HALVES, abi, Layout::Map, &rec).map_err(|Fail(e)| Refusal::EmitError {
+        message: format!("exp map at {tier:?}: {e}"),
+    })
 }

@@ -4,7 +4,8 @@
 //! add, the embedding gather and argmax as loop nests in a small IR
 //! ([`ir`]), run them in a scalar interpreter ([`interp`], the reference),
 //! lower them to CLIF ([`lower`]) and offer the compiled bodies as ordinary
-//! arms, one family each ([`entries`]).
+//! arms, one family each ([`entries`]). The SiLU-gated product also has
+//! native twins ([`ops::silu_mul::twins`]), validated against its arm.
 //!
 //! Invariants:
 //!
@@ -15,9 +16,12 @@
 //!   that hunt for differences, on both ISAs.
 //! - **The IR has no backend in it.** Loops, widths, granules, lanes and
 //!   affine indices are explicit and there are no Cranelift types, so a
-//!   native emitter can lower the same nest later (the families have no
-//!   twins yet; their [`FamilyEntry`] refuses every twin as
-//!   `no-checker`).
+//!   native emitter can lower the same nest later.
+//! - **A twin is judged before it is chosen.** SiLU·mul's twins (x64
+//!   AVX-512 and AVX2, arm64 NEON) are weft-elementwise's exp-based map
+//!   bodies; its [`FamilyEntry`] judges them bit for bit against the arm
+//!   ([`ops::silu_mul::validation`]) and races them. The other families
+//!   have no twins yet: their entries refuse every twin as `no-checker`.
 //! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
 //!   relocations (exp reads its constants through an argument), no
 //!   allocation, no per-call setup beyond loading the arguments. Entry

@@ -49,7 +49,7 @@ fn smollm2_sites() -> Vec<Site> {
 }
 
 #[test]
-fn entries_register_each_family_once_with_its_arm_and_no_twins() {
+fn entries_register_each_family_once_with_its_arm_and_only_silu_mul_with_twins() {
     let es = entries();
     let mut names: Vec<_> = es.iter().map(|e| e.family.name()).collect();
     names.sort_unstable();
@@ -58,7 +58,14 @@ fn entries_register_each_family_once_with_its_arm_and_no_twins() {
     for e in &es {
         assert_eq!(e.arms.len(), 1);
         assert_eq!(e.arms[0].arm.family(), e.family);
-        assert!(e.arms[0].twins.is_empty());
+        // SiLU·mul has native twins (tests/silu_mul_twins.rs); no other
+        // family has any yet.
+        let twins = e.arms[0].twins.len();
+        if e.family.name() == SiluMul::FAMILY {
+            assert_eq!(twins, 3);
+        } else {
+            assert_eq!(twins, 0, "{}", e.family);
+        }
     }
 }
 
@@ -190,8 +197,8 @@ unsafe impl Twin for Stranger {
 }
 
 #[test]
-fn every_twin_is_refused_as_no_checker() {
-    for e in entries() {
+fn every_twin_of_a_family_without_twins_is_refused_as_no_checker() {
+    for e in entries().into_iter().filter(|e| e.arms[0].twins.is_empty()) {
         let site = smollm2_sites()
             .into_iter()
             .find(|s| s.family == e.family)

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use weft_kernel::{
     Arm, Contract, Family, FamilyEntry, Geometry, Host, Isa, Kernel, KernelArgs, MemberViews,
-    NativeCode, Offer, Refusal, Site,
+    NativeCode, Offer, Refusal, Site, Twin, TwinCheck, Workbench,
 };
 use weft_managed::arm_build::{build_native, host_isa};
 use weft_managed::ManagedError;
@@ -67,6 +67,24 @@ pub unsafe trait NestOp: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// The value of `Index` parameter `name` for a whole call at the
     /// geometry (for trip counts).
     fn index_at_geometry(&self, name: &str) -> u64;
+
+    /// The twins that take the arm's offers, for every ISA (none by
+    /// default).
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        Vec::new()
+    }
+
+    /// How a twin's body is judged against the arm's: by default
+    /// [`NoTwins`], which refuses every twin as `no-checker`.
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(NoTwins)
+    }
+
+    /// How bodies run in the planner's micro-race (none by default: with
+    /// one arm and no twins there is nothing to race).
+    fn bench() -> Option<Arc<dyn Workbench>> {
+        None
+    }
 }
 
 /// The offer of `op`: its contract, views, loop nest with trip counts at
@@ -207,17 +225,17 @@ impl<O: NestOp> Placed<O> {
     }
 }
 
-/// `O`'s family as a planner registers it: its one arm, no twins yet, and
-/// a check that refuses every twin by name ([`NoTwins`]) and no workbench.
+/// `O`'s family as a planner registers it: its one arm with
+/// [`NestOp::twins`], [`NestOp::twin_check`] and [`NestOp::bench`] (no
+/// twins, [`NoTwins`] and no workbench unless the operation has some).
 pub fn family_entry<O: NestOp>() -> FamilyEntry {
     FamilyEntry {
         family: Family(O::FAMILY),
-        // Nothing to race: with one arm and no twins there is no choice.
         arms: vec![weft_kernel::ArmEntry::new(
             Arc::new(NestArm::<O>::new()),
-            Vec::new(),
-            Arc::new(NoTwins),
-            None,
+            O::twins(),
+            O::twin_check(),
+            O::bench(),
         )],
     }
 }

@@ -13,6 +13,18 @@
 //! NaNs compare by class. `h` may be `g` itself (in place); no other
 //! overlap is allowed. Splits are along `len` with granule 16 (one cache
 //! line of f32, so threads never share a line of `h`).
+//!
+//! # Family layout
+//!
+//! This file is the contract, the shape, the nest (the arm and, through
+//! the interpreter, the reference) and the arguments; [`twins`] names the
+//! bodies Weft emits itself (x64 AVX-512 and AVX2, arm64 NEON, from
+//! weft-elementwise's exp-based maps) and [`validation`] the cases that
+//! judge them against the arm ([`NestOp::twin_check`]) and race them
+//! ([`NestOp::bench`]).
+
+pub mod twins;
+pub mod validation;
 
 use std::mem::offset_of;
 use std::ops::Range;
@@ -22,6 +34,10 @@ use weft_kernel::{
     ReductionOrder, Refusal,
 };
 use weft_libm::ELEMENTWISE_TABLE;
+
+use std::sync::Arc;
+
+use weft_kernel::{Twin, TwinCheck, Workbench};
 
 use super::{bad, check_range, dim, interpret, NestOp, Placed, MAX_EXTENT};
 use crate::interp::{Arg, Buffer};
@@ -289,6 +305,18 @@ unsafe impl NestOp for SiluMul {
             _ => self.len as u64,
         }
     }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        twins::twins()
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(validation::checker())
+    }
+
+    fn bench() -> Option<Arc<dyn Workbench>> {
+        Some(Arc::new(validation::SiluMulBench))
+    }
 }
 
 /// A placed `loopnest.silu_mul` kernel.
@@ -330,8 +358,7 @@ mod tests {
     use super::*;
     use crate::ops::testing::{assert_same, hunting_f32s, Rng};
 
-    /// The f32 inputs whose exp takes the slow path (elementwise family).
-    const SLOW_EXP: [u32; 3] = [0xbae0_e25c, 0xbbf0_edf1, 0xc169_12cd];
+    use super::validation::EXP_SLOW_INPUTS as SLOW_EXP;
 
     /// `k` (built for `k.op().len` elements) against the interpreter on
     /// elements `range`, out of place and in place.
