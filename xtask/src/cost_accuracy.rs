@@ -1,7 +1,8 @@
 //! `cargo xtask cost-accuracy`: how right are weft-cost's prices?
 //!
 //! Every candidate of the families that exist — the `q8_0.matvec` arm and
-//! its x64 twins, the exp and erf arms and their x64 twins, the three
+//! its x64 twins, the `q8_0.matmul` arm and its x64 twins (at a prompt
+//! chunk's products), the exp and erf arms and their x64 twins, the three
 //! `f32.gemm` arms and their x64 twins — is priced by
 //! `CostModel::for_host` with the nest it states (`Arm::nest`,
 //! `Twin::nest`) and measured, at geometries from L1-resident to
@@ -193,6 +194,18 @@ const Q8_SHAPES: &[(usize, usize, usize)] = &[
     (2048, 2048, 2),
     (8192, 4096, 1),
     (4096, 14336, 1),
+];
+
+/// `q8_0.matmul` geometries `(rows, cols, batch)`: SmolLM2's prompt-chunk
+/// products (64 tokens: K/V, Q/O, gate/up, down) and two ragged ones (a
+/// partial panel group and vector tile).
+const Q8_MATMUL_SHAPES: &[(usize, usize, usize)] = &[
+    (192, 576, 64),
+    (576, 576, 64),
+    (1536, 576, 64),
+    (576, 1536, 64),
+    (100, 576, 7),
+    (48, 1024, 13),
 ];
 
 /// Elementwise lengths: L1-resident (odd ones among them), L2, L3, DRAM.
@@ -515,6 +528,113 @@ fn q8_rows(
                 m,
                 mca,
             ));
+        }
+    }
+    Ok(())
+}
+
+/// The `q8_0.matmul` rows: the arm and the x64 twins at
+/// [`Q8_MATMUL_SHAPES`], weights packed as the engine packs them (a site
+/// without a `weights` operand: the caller packs).
+fn q8_matmul_rows(
+    host: &Host,
+    models: &Models,
+    rounds: usize,
+    rows_out: &mut Vec<Row>,
+    mca: &mut McaCache,
+) -> Result<(), String> {
+    use weft_q8::matmul::arm::{offer_at, Q8MatmulArm};
+    use weft_q8::matmul::{twin_x64, Q8MatmulArgs, Q8PanelWeights, FAMILY};
+    let arm = Q8MatmulArm;
+    for &(rows, cols, batch) in Q8_MATMUL_SHAPES {
+        let what = format!("{rows}x{cols}x{batch}");
+        if !selected(&format!("{FAMILY} {what}")) {
+            continue;
+        }
+        let offer = offer_at(rows as u64, cols as u64, batch as u64).map_err(|e| e.to_string())?;
+        let residency = residency_of(&models.host, offer.bytes_moved);
+        let mut cands = Vec::new();
+        let code = arm.build(&offer, Isa::X86_64).map_err(|e| e.to_string())?;
+        // SAFETY: the arm's body honours the Q8MatmulArgs leaf ABI (its
+        // CLIF reads the panels and vectors the arguments name and writes
+        // their rows of `y`).
+        let kernel =
+            unsafe { Kernel::<Q8MatmulArgs>::from_native(&code) }.map_err(|e| e.to_string())?;
+        let (priced, unscheduled) = price(
+            models,
+            arm.name(),
+            &code,
+            &arm.nest(&offer),
+            &offer,
+            residency,
+        )?;
+        cands.push(Candidate {
+            name: arm.name(),
+            arm: arm.name(),
+            kernel,
+            priced,
+            unscheduled,
+            code,
+        });
+        for twin in twin_x64::TWINS {
+            if weft_kernel::require_features(host, twin.requires()).is_err() {
+                continue;
+            }
+            let code = twin.emit(&offer).map_err(|e| e.to_string())?;
+            // SAFETY: the q8_0.matmul twins are validated bit for bit
+            // against the arm and honour the leaf ABI (weft-q8's tests).
+            let kernel =
+                unsafe { Kernel::<Q8MatmulArgs>::from_native(&code) }.map_err(|e| e.to_string())?;
+            let (priced, unscheduled) = price(
+                models,
+                twin.name(),
+                &code,
+                &twin.nest(&offer),
+                &offer,
+                residency,
+            )?;
+            cands.push(Candidate {
+                name: twin.name(),
+                arm: arm.name(),
+                kernel,
+                priced,
+                unscheduled,
+                code,
+            });
+        }
+        let w = random_weights(rows, cols, 0x3a7 ^ (rows * 31 + cols) as u64)?;
+        let panels = Q8PanelWeights::from_weights(&w);
+        let streamed = residency == Residency::Streamed;
+        let copies = if streamed {
+            cold_copies(host, panels.bytes().len() as u64)
+        } else {
+            1
+        };
+        let ws = vec![panels; copies];
+        // Past the quantiser's batch limit: its vectors one at a time.
+        let mut bytes = Vec::new();
+        for n in 0..batch {
+            let v = random_activations(cols, 1, 0x3ac7 ^ (cols * 131 + n) as u64)?;
+            bytes.extend_from_slice(v.bytes());
+        }
+        let x = weft_q8::matmul::activations(bytes, cols, batch).map_err(|e| e.to_string())?;
+        let mut y = vec![0f32; rows * batch];
+        let l1 = cands[0].priced.level == MemoryLevel::L1;
+        let mut next = 0;
+        let measured = measure_interleaved(&cands, rounds, l1, |k: &Kernel<Q8MatmulArgs>| {
+            // Lengths were checked when the buffers were made; a refusal
+            // here cannot happen and would only skip the call.
+            if let Ok(args) = Q8MatmulArgs::new(&ws[next], &x, &mut y, 0..rows) {
+                // SAFETY: `args` come from the checked constructor over
+                // live buffers borrowed for this statement.
+                unsafe { k.call(&args) };
+            }
+            next = (next + 1) % ws.len();
+            black_box(&mut y);
+        });
+        drop(ws);
+        for (c, m) in cands.iter().zip(measured) {
+            rows_out.push(row(FAMILY, c, what.clone(), streamed, m, mca));
         }
     }
     Ok(())
@@ -1525,6 +1645,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut rows = Vec::new();
     let mut mca = McaCache::new();
     q8_rows(&host, &models, rounds, &mut rows, &mut mca)?;
+    q8_matmul_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     elementwise_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     let t = std::time::Instant::now();
     gemm_rows(&host, &models, rounds, &mut rows, &mut mca)?;
