@@ -897,13 +897,33 @@ impl Kernel {
 
     /// The loop nest with trip counts, outermost first: a loop of width
     /// `w` is `name` with `n / w` trips and `name.tail` with `(n % w) /
-    /// granule`; a reduction is `name` with `n / lanes` and `name.tail`
-    /// with `n % lanes`. `value` gives each `Index` parameter's value at
+    /// granule`, plus `name.exp_lanes` (4 trips, one level in) for each
+    /// exp of a vector body (its slow path's lane loop); a reduction is
+    /// `name` with `n / lanes` trips when `n ≥ lanes` and no loop
+    /// otherwise (its remainder is straight-line code). These are the
+    /// loops the CLIF lowering emits, so weft-cost can match them against
+    /// the bytes. `value` gives each `Index` parameter's value at
     /// the geometry being priced (row counts and the like).
     pub fn loop_trips(&self, value: &dyn Fn(ParamId) -> u64) -> Vec<weft_kernel::LoopTrip> {
         let mut out = Vec::new();
         trips(&self.body, 0, value, &mut out);
         out
+    }
+}
+
+/// The exps a statement of a vector loop's body evaluates itself (not in
+/// nested loops or reductions): each is one `emit_exp_f32x4`.
+fn vector_exps(s: &Stmt) -> usize {
+    fn count(e: &Expr) -> usize {
+        match e {
+            Expr::Unary(op, x) => usize::from(*op == Unary::Exp) + count(x),
+            Expr::Binary(_, a, b) => count(a) + count(b),
+            Expr::Load { .. } | Expr::Const(_) | Expr::Param(_) | Expr::Val(_) => 0,
+        }
+    }
+    match s {
+        Stmt::Let { value, .. } | Stmt::Store { value, .. } => count(value),
+        Stmt::Loop(_) | Stmt::Reduce(_) | Stmt::Gather { .. } => 0,
     }
 }
 
@@ -927,6 +947,17 @@ fn trips(
                 let w = u64::from(l.width);
                 push(out, l.name.to_owned(), n / w);
                 if w > 1 {
+                    // Each exp of the vector body has a slow path that
+                    // loops over its four lanes (weft-libm's
+                    // `emit_exp_f32x4`), nested in the vector loop and
+                    // entered only when a lane fails the rounding test.
+                    for _ in 0..l.body.iter().map(vector_exps).sum::<usize>() {
+                        out.push(weft_kernel::LoopTrip {
+                            name: format!("{}.exp_lanes", l.name),
+                            trips: 4,
+                            depth: depth + 1,
+                        });
+                    }
                     push(
                         out,
                         format!("{}.tail", l.name),
@@ -936,10 +967,12 @@ fn trips(
                 trips(&l.body, depth + 1, value, out);
             }
             Stmt::Reduce(r) => {
-                let n = r.end - r.start;
-                let lanes = u64::from(r.lanes);
-                push(out, r.name.to_owned(), n / lanes);
-                push(out, format!("{}.tail", r.name), n % lanes);
+                // Whole groups of `lanes` are a loop only when there is
+                // one; the remainder is straight-line code (`lower`).
+                let groups = (r.end - r.start) / u64::from(r.lanes);
+                if groups > 0 {
+                    push(out, r.name.to_owned(), groups);
+                }
             }
             _ => {}
         }
