@@ -369,9 +369,9 @@ unsafe impl Validation for SiluMulValidation {
 
 /// The family's [`Workbench`](weft_kernel::Workbench): gates and values at
 /// an offer's length (ordinary magnitudes, so every body runs the path it
-/// runs on a model's activations). When a body cannot be priced from its
-/// bytes (the arm's, today: `nest-mismatch`), the planner orders the
-/// candidates by racing them on this.
+/// runs on a model's activations). When prices cannot separate the
+/// candidates (or a body cannot be priced from its bytes), the planner
+/// orders them by racing them on this.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SiluMulBench;
 
