@@ -242,6 +242,14 @@ impl Rng {
 /// Random W: quants any byte, scales normal binary16 in 2^-9..2^-5 of
 /// either sign.
 fn random_weights(rows: usize, cols: usize, seed: u64) -> Result<Q8Weights, String> {
+    // On huge pages, as a model's weights are (`weft_llm::Q8Matrix`).
+    let bytes = weft_arena::Bytes::copy_from(&random_q8_bytes(rows, cols, seed))
+        .map_err(|e| e.to_string())?;
+    Q8Weights::from_shared(bytes, rows, cols).map_err(|e| e.to_string())
+}
+
+/// [`random_weights`]'s bytes.
+fn random_q8_bytes(rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     let mut rng = Rng(seed);
     let blocks = rows * (cols / BLOCK_LEN);
     let mut bytes = Vec::with_capacity(blocks * BLOCK_BYTES);
@@ -254,7 +262,7 @@ fn random_weights(rows: usize, cols: usize, seed: u64) -> Result<Q8Weights, Stri
             bytes.extend_from_slice(&rng.next().to_le_bytes());
         }
     }
-    Q8Weights::from_bytes(bytes, rows, cols).map_err(|e| e.to_string())
+    bytes
 }
 
 /// Random activations in [-1, 1), quantised by the family's quantiser.
@@ -527,11 +535,31 @@ struct TokenSequence {
 impl TokenSequence {
     fn new() -> Result<TokenSequence, String> {
         let mut mats = Vec::new();
-        let shapes = (0..TOKEN_LAYERS)
+        let shapes: Vec<_> = (0..TOKEN_LAYERS)
             .flat_map(|_| TOKEN_LAYER)
-            .chain([TOKEN_OUTPUT]);
-        for (i, (rows, cols)) in shapes.enumerate() {
-            let w = random_weights(rows, cols, 0x5851_F42D_4C95_7F2D ^ i as u64)?;
+            .chain([TOKEN_OUTPUT])
+            .collect();
+        // One arena for the token, as a model's weights are placed.
+        let bytes = |(rows, cols): (usize, usize)| rows * cols / BLOCK_LEN * BLOCK_BYTES;
+        let total = shapes
+            .iter()
+            .map(|&s| bytes(s).next_multiple_of(weft_arena::ALIGN))
+            .sum();
+        let mut arena = weft_arena::ArenaBuilder::new(total);
+        let ranges: Vec<_> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(rows, cols))| {
+                arena.push(&random_q8_bytes(
+                    rows,
+                    cols,
+                    0x5851_F42D_4C95_7F2D ^ i as u64,
+                ))
+            })
+            .collect();
+        let arena = arena.seal().map_err(|e| e.to_string())?;
+        for (&(rows, cols), r) in shapes.iter().zip(ranges) {
+            let w = Q8Weights::from_shared(arena.view(r), rows, cols).map_err(|e| e.to_string())?;
             let offer = offer_for(rows as u64, cols as u64, 1).map_err(|e| e.to_string())?;
             let views = offer
                 .views

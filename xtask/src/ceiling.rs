@@ -169,18 +169,25 @@ pub fn loops() -> Vec<ReadLoop> {
 }
 
 /// `len` bytes for the read loops that no pass can skip: a xorshift
-/// stream, so no page is the shared zero page.
-pub fn buffer(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
+/// stream, so no page is the shared zero page. They live in a
+/// [`weft_arena`] arena, on huge pages as the model's weights do: the
+/// ceiling is read from the best memory a kernel can be given (on 4 KiB
+/// pages the same loops read about a fifth slower on the KVM guests
+/// measured, which would put the weights' reads above their ceiling).
+pub fn buffer(len: usize) -> weft_arena::Bytes {
+    let mut b = weft_arena::ArenaBuilder::new(len);
+    let r = b.push_with(len, |s| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for chunk in s.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        }
+    });
+    b.seal()
+        .unwrap_or_else(|e| panic!("the read loops' buffer: {e}"))
+        .view(r)
 }
 
 /// One measured read: which loop, at how many threads, its median seconds

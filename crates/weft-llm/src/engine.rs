@@ -58,6 +58,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use weft_arena::PageBuf;
 use weft_attention::{AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_kernel::{Family, KernelArgs, Refusal, Residency, Site};
 use weft_loopnest::{
@@ -129,6 +130,13 @@ pub enum EngineError {
         /// Positions fed so far.
         fed: usize,
     },
+    /// The KV cache's memory could not be mapped.
+    #[error("no-memory: the KV cache: {source}")]
+    Memory {
+        /// The mapping's error.
+        #[from]
+        source: weft_arena::ArenaError,
+    },
     /// A prompt chunk the plan has no sites for.
     #[error("bad-chunk: {tokens} tokens per prompt chunk is not in 1..={most}")]
     BadChunk {
@@ -152,6 +160,7 @@ impl EngineError {
             EngineError::EmptyPrompt => "empty-prompt",
             EngineError::BadChunk { .. } => "bad-chunk",
             EngineError::BadRewind { .. } => "bad-rewind",
+            EngineError::Memory { .. } => "no-memory",
         }
     }
 }
@@ -866,7 +875,7 @@ struct State {
     mq: Vec<u8>,
     logits: Vec<f32>,
     /// The keys and values of every layer.
-    cache: Vec<LayerCache>,
+    cache: KvStore,
     /// With a binary16 cache, a chunk's new keys and values in binary32
     /// (the projections' outputs, RoPE'd in place) before they are
     /// rounded into the cache; empty with a binary32 cache, whose
@@ -876,17 +885,75 @@ struct State {
     next: u32,
 }
 
-/// One layer's `max_seq × kv_dim` keys and values, in the cache's type.
-enum LayerCache {
+/// Every layer's `max_seq × kv_dim` keys and values, in the cache's
+/// type, layer after layer in one buffer per kind: on huge pages, because
+/// a step at depth streams them all (94 MB a token at 4096 positions in
+/// binary16), and a 4 KiB page is a TLB miss each.
+enum KvStore {
     F32 {
-        keys: Vec<f32>,
-        values: Vec<f32>,
+        keys: PageBuf<f32>,
+        values: PageBuf<f32>,
+        layer: usize,
     },
     /// binary16 bit patterns, rounded to nearest even from binary32.
     F16 {
-        keys: Vec<u16>,
-        values: Vec<u16>,
+        keys: PageBuf<u16>,
+        values: PageBuf<u16>,
+        layer: usize,
     },
+}
+
+/// One layer of a [`KvStore`].
+enum LayerCache<'a> {
+    F32 {
+        keys: &'a mut [f32],
+        values: &'a mut [f32],
+    },
+    F16 {
+        keys: &'a mut [u16],
+        values: &'a mut [u16],
+    },
+}
+
+impl KvStore {
+    fn new(c: &Config) -> Result<KvStore, EngineError> {
+        let layer = c.max_seq * c.kv_dim();
+        let n = c.layers * layer;
+        Ok(match c.kv {
+            KvCache::F32 => KvStore::F32 {
+                keys: PageBuf::zeroed(n)?,
+                values: PageBuf::zeroed(n)?,
+                layer,
+            },
+            KvCache::F16 => KvStore::F16 {
+                keys: PageBuf::zeroed(n)?,
+                values: PageBuf::zeroed(n)?,
+                layer,
+            },
+        })
+    }
+
+    /// Layer `l`'s keys and values.
+    fn layer(&mut self, l: usize) -> LayerCache<'_> {
+        match self {
+            KvStore::F32 {
+                keys,
+                values,
+                layer,
+            } => LayerCache::F32 {
+                keys: &mut keys[l * *layer..(l + 1) * *layer],
+                values: &mut values[l * *layer..(l + 1) * *layer],
+            },
+            KvStore::F16 {
+                keys,
+                values,
+                layer,
+            } => LayerCache::F16 {
+                keys: &mut keys[l * *layer..(l + 1) * *layer],
+                values: &mut values[l * *layer..(l + 1) * *layer],
+            },
+        }
+    }
 }
 
 /// Round `from` to binary16, nearest even, into `to` (`half` uses F16C
@@ -903,24 +970,13 @@ fn q8_bytes(n: usize) -> usize {
 }
 
 impl State {
-    fn new(c: &Config, rows: usize) -> State {
+    fn new(c: &Config, rows: usize) -> Result<State, EngineError> {
         let f = |n: usize| vec![0.0f32; rows * n];
-        let n = c.max_seq * c.kv_dim();
-        let layer = || match c.kv {
-            KvCache::F32 => LayerCache::F32 {
-                keys: vec![0.0; n],
-                values: vec![0.0; n],
-            },
-            KvCache::F16 => LayerCache::F16 {
-                keys: vec![0; n],
-                values: vec![0; n],
-            },
-        };
         let new = match c.kv {
             KvCache::F32 => 0,
             KvCache::F16 => rows * c.kv_dim(),
         };
-        State {
+        Ok(State {
             x: f(c.dim),
             h: f(c.dim),
             hq: vec![0; rows * q8_bytes(c.dim)],
@@ -931,11 +987,11 @@ impl State {
             up: f(c.hidden),
             mq: vec![0; rows * q8_bytes(c.hidden)],
             logits: vec![0.0; c.vocab],
-            cache: (0..c.layers).map(|_| layer()).collect(),
+            cache: KvStore::new(c)?,
             new_keys: vec![0.0; new],
             new_values: vec![0.0; new],
             next: 0,
-        }
+        })
     }
 }
 
@@ -1029,7 +1085,7 @@ impl Engine {
             )
             .collect();
         Ok(Engine {
-            state: State::new(c, batch),
+            state: State::new(c, batch)?,
             weights,
             plan,
             kernels,
@@ -1238,7 +1294,7 @@ impl Engine {
             // The chunk's keys and values: straight into a binary32
             // cache's rows; through binary32 rows rounded once into a
             // binary16 cache, after RoPE.
-            let (keys, values) = match &mut s.cache[l] {
+            let (keys, values) = match s.cache.layer(l) {
                 LayerCache::F32 { keys, values } => {
                     product!(attn_k, l, hq, &mut keys[slot.clone()]);
                     product!(attn_v, l, hq, &mut values[slot.clone()]);
@@ -1403,7 +1459,7 @@ mod tests {
                     values: v16,
                 },
                 LayerCache::F32 { keys, values },
-            ) = (&e16.state.cache[0], &e32.state.cache[0])
+            ) = (e16.state.cache.layer(0), e32.state.cache.layer(0))
             else {
                 panic!("the caches are not of their configs' types");
             };

@@ -74,6 +74,13 @@ pub enum ModelError {
         /// What is wrong.
         reason: String,
     },
+    /// The weights' memory could not be mapped.
+    #[error("no-memory: {source}")]
+    Memory {
+        /// The mapping's error.
+        #[from]
+        source: weft_arena::ArenaError,
+    },
 }
 
 impl ModelError {
@@ -85,6 +92,7 @@ impl ModelError {
             ModelError::Gguf { source } => source.name(),
             ModelError::Tokenizer { .. } => "bad-tokenizer",
             ModelError::Config { .. } => "bad-config",
+            ModelError::Memory { .. } => "no-memory",
         }
     }
 }
@@ -136,7 +144,17 @@ mod tests {
             ModelError::Config {
                 reason: "dim is 0".into(),
             },
+            ModelError::Memory {
+                source: no_memory(),
+            },
         ]
+    }
+
+    fn no_memory() -> weft_arena::ArenaError {
+        weft_arena::ArenaError {
+            bytes: 1 << 40,
+            source: std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+        }
     }
 
     /// One value of every variant of every error enum of the crate: each
@@ -152,9 +170,10 @@ mod tests {
                 ModelError::Gguf { .. } => 1,
                 ModelError::Tokenizer { .. } => 2,
                 ModelError::Config { .. } => 3,
+                ModelError::Memory { .. } => 4,
             })
             .collect();
-        assert_eq!(seen.len(), 4, "every ModelError variant");
+        assert_eq!(seen.len(), 5, "every ModelError variant");
 
         let engines = vec![
             EngineError::Plan {
@@ -180,6 +199,9 @@ mod tests {
             EngineError::EmptyPrompt,
             EngineError::BadChunk { tokens: 9, most: 8 },
             EngineError::BadRewind { to: 5, fed: 4 },
+            EngineError::Memory {
+                source: no_memory(),
+            },
         ];
         let seen: BTreeSet<_> = engines
             .iter()
@@ -192,9 +214,10 @@ mod tests {
                 EngineError::EmptyPrompt => 5,
                 EngineError::BadChunk { .. } => 6,
                 EngineError::BadRewind { .. } => 7,
+                EngineError::Memory { .. } => 8,
             })
             .collect();
-        assert_eq!(seen.len(), 8, "every EngineError variant");
+        assert_eq!(seen.len(), 9, "every EngineError variant");
 
         let path = PathBuf::from("models/smol.gguf");
         let sources = vec![

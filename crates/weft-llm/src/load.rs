@@ -5,8 +5,6 @@
 //! cores; norm vectors are read as f32. A file without `output.weight`
 //! ties the output projection to the token embeddings (SmolLM2 does).
 
-use std::sync::Arc;
-
 use weft_gguf::Gguf;
 
 use crate::weights::{Layer, Q8Matrix, Weights};
@@ -192,11 +190,20 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
         shapes.push((d[1] as usize, d[0] as usize));
     }
     let converted = weft_gguf::to_q8_0_many(&tensors, threads)?;
+    // One arena for every matrix: a token streams all of them.
+    let total = converted
+        .iter()
+        .map(|b| b.len().next_multiple_of(weft_arena::ALIGN))
+        .sum();
+    let mut arena = weft_arena::ArenaBuilder::new(total);
+    let ranges: Vec<_> = converted.iter().map(|b| arena.push(b)).collect();
+    drop(converted);
+    let arena = arena.seal()?;
     let mut mats = names
         .iter()
         .zip(shapes)
-        .zip(converted)
-        .map(|((n, (rows, cols)), bytes)| Q8Matrix::new(n, rows, cols, Arc::from(bytes)));
+        .zip(ranges)
+        .map(|((n, (rows, cols)), r)| Q8Matrix::new(n, rows, cols, arena.view(r)));
     let mut next = || -> Result<Q8Matrix, ModelError> {
         mats.next().unwrap_or_else(|| {
             Err(ModelError::Config {

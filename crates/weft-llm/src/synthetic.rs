@@ -8,8 +8,6 @@
 //! a unit-RMS activation has unit-order magnitude (`1 / (127 · sqrt(cols))`
 //! times a per-block factor in `[0.5, 1.5)`); norm weights are near 1.
 
-use std::sync::Arc;
-
 use weft_q8::block::f32_to_f16;
 use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
@@ -55,7 +53,9 @@ pub fn matrix(name: &str, rows: usize, cols: usize, gain: f32) -> Q8Matrix {
             });
         }
     });
-    let bytes: Arc<[u8]> = bytes.into();
+    // The synthetic model is small: failing to map it is out of memory,
+    // as failing to allocate the Vec above would be.
+    let bytes = weft_arena::Bytes::copy_from(&bytes).unwrap_or_else(|e| panic!("{e}"));
     // The shape is right by construction.
     Q8Matrix::new(name, rows, cols, bytes).unwrap_or_else(|e| unreachable!("{e}"))
 }

@@ -1,8 +1,7 @@
 //! The model's weights as the forward pass reads them: Q8_0 matrices
 //! (shared, read-only bytes) and f32 norm vectors.
 
-use std::sync::Arc;
-
+use weft_arena::Bytes;
 use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
 use crate::{Config, ModelError};
@@ -11,12 +10,13 @@ use crate::{Config, ModelError};
 /// `blk.*.attn_k.weight` is `blk.N.attn_k.weight` of each block `N`.
 pub const BLOCK: &str = "blk.*.";
 
-/// A `rows × cols` Q8_0 matrix: GGUF's row-major blocks.
+/// A `rows × cols` Q8_0 matrix: GGUF's row-major blocks, a view into the
+/// weights' arena (huge pages: decode streams every byte of it).
 #[derive(Clone)]
 pub struct Q8Matrix {
     rows: usize,
     cols: usize,
-    bytes: Arc<[u8]>,
+    bytes: Bytes,
 }
 
 impl std::fmt::Debug for Q8Matrix {
@@ -27,12 +27,7 @@ impl std::fmt::Debug for Q8Matrix {
 
 impl Q8Matrix {
     /// Wrap `bytes` as a `rows × cols` matrix, checking the length.
-    pub fn new(
-        name: &str,
-        rows: usize,
-        cols: usize,
-        bytes: Arc<[u8]>,
-    ) -> Result<Q8Matrix, ModelError> {
+    pub fn new(name: &str, rows: usize, cols: usize, bytes: Bytes) -> Result<Q8Matrix, ModelError> {
         if rows == 0 || cols == 0 || !cols.is_multiple_of(BLOCK_LEN) {
             return Err(ModelError::Shape {
                 tensor: name.to_owned(),
@@ -64,7 +59,7 @@ impl Q8Matrix {
     }
 
     /// The bytes.
-    pub fn bytes(&self) -> &Arc<[u8]> {
+    pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 

@@ -76,6 +76,7 @@ pub mod validation;
 mod tests;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, NanRule, ReductionOrder,
@@ -270,27 +271,58 @@ pub fn contract(rows: u64, cols: u64, batch: u64) -> Contract {
 }
 
 /// A Q8_0 weight matrix: `rows × blocks` blocks of bytes, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// The bytes are shared and owned by whoever made them: a `Vec`, or
+/// memory placed for streaming (a model's weights on huge pages).
+#[derive(Clone)]
 pub struct Q8Weights {
-    bytes: Vec<u8>,
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
     rows: usize,
     blocks: usize,
 }
+
+impl std::fmt::Debug for Q8Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Q8Weights")
+            .field("rows", &self.rows)
+            .field("blocks", &self.blocks)
+            .field("bytes", &self.bytes().len())
+            .finish()
+    }
+}
+
+impl PartialEq for Q8Weights {
+    fn eq(&self, other: &Q8Weights) -> bool {
+        (self.rows, self.blocks) == (other.rows, other.blocks) && self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Q8Weights {}
 
 impl Q8Weights {
     /// Wrap GGUF Q8_0 tensor bytes of `rows × cols` (`cols` a multiple of
     /// 32); any bit patterns are valid.
     pub fn from_bytes(bytes: Vec<u8>, rows: usize, cols: usize) -> Result<Self, Refusal> {
+        Self::from_shared(bytes, rows, cols)
+    }
+
+    /// [`Q8Weights::from_bytes`] over bytes owned elsewhere.
+    pub fn from_shared(
+        bytes: impl AsRef<[u8]> + Send + Sync + 'static,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, Refusal> {
         let (rows, blocks, _) = check_geometry(rows as u64, cols as u64, 1)?;
         let want = rows * blocks * BLOCK_BYTES;
-        if bytes.len() != want {
+        let len = bytes.as_ref().len();
+        if len != want {
             return Err(bad(
                 "weights",
-                format!("{} bytes, {rows}×{cols} Q8_0 needs {want}", bytes.len()),
+                format!("{len} bytes, {rows}×{cols} Q8_0 needs {want}"),
             ));
         }
         Ok(Self {
-            bytes,
+            bytes: Arc::new(bytes),
             rows,
             blocks,
         })
@@ -316,7 +348,7 @@ impl Q8Weights {
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        (*self.bytes).as_ref()
     }
 
     /// Rows.
