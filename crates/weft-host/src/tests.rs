@@ -403,3 +403,22 @@ fn last_level_cache_is_l3_else_l2_and_an_unknown_one_is_assumed() {
     );
     assert_eq!(c(Some(1 << 20), None).last_level_or_assumed(), 1 << 20);
 }
+
+#[test]
+fn the_last_level_share_is_the_cache_capped_at_four_mib_a_core() {
+    let c = |l3: Option<u32>| Caches {
+        line: 64,
+        l1d: Some(48 << 10),
+        l2: Some(2 << 20),
+        l3,
+    };
+    // A guest of 2 vCPUs on a socket with a 480 MiB L3: 8 MiB are its.
+    assert_eq!(c(Some(480 << 20)).last_level_share(2), 8 << 20);
+    // A desktop whose L3 is smaller than the cap: all of it.
+    assert_eq!(c(Some(32 << 20)).last_level_share(16), 32 << 20);
+    // No core count is taken as one core; no overflow at huge counts.
+    assert_eq!(c(Some(32 << 20)).last_level_share(0), 4 << 20);
+    assert_eq!(c(Some(32 << 20)).last_level_share(u32::MAX), 32 << 20);
+    // Unknown L3 falls back to L2.
+    assert_eq!(c(None).last_level_share(2), 2 << 20);
+}

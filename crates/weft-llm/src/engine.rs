@@ -569,12 +569,15 @@ pub fn weight_bytes(c: &Config) -> u64 {
 }
 
 /// Where the matrix-vector sites find their weights on `host`: streamed
-/// from memory when one step's weights do not fit in the last-level cache
-/// (each matrix is then evicted before the next step comes back to it),
-/// cached otherwise. A host that does not say its last-level cache (or
-/// says 0) is taken to have [`weft_host::Caches::ASSUMED_LAST_LEVEL`].
+/// from memory when one step's weights do not fit in the part of the
+/// last-level cache this process's cores can hold
+/// ([`weft_host::Caches::last_level_share`]: each matrix is then evicted
+/// before the next step comes back to it), cached otherwise. A host that
+/// does not say its last-level cache (or says 0) is taken to have
+/// [`weft_host::Caches::ASSUMED_LAST_LEVEL`].
 pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
-    if weight_bytes(c) > u64::from(host.caches.last_level_or_assumed()) {
+    let share = host.caches.last_level_share(host.logical_cores);
+    if weight_bytes(c) > u64::from(share) {
         Residency::Streamed
     } else {
         Residency::Cached

@@ -128,7 +128,7 @@ fn a_full_context_and_an_unknown_token_are_named_errors() {
 }
 
 #[test]
-fn smollm2_weights_are_streamed_past_a_32_mib_cache_and_a_small_model_stays_cached() {
+fn smollm2_weights_are_streamed_past_the_cores_share_of_the_cache_and_a_small_model_stays_cached() {
     use weft_kernel::Residency;
     use weft_llm::engine::{weight_bytes, weight_residency};
     let smol = Config::smollm2_135m();
@@ -139,8 +139,13 @@ fn smollm2_weights_are_streamed_past_a_32_mib_cache_and_a_small_model_stays_cach
     host.caches.l3 = Some(32 << 20);
     assert_eq!(weight_residency(&smol, &host), Residency::Streamed);
     assert_eq!(weight_residency(&small(), &host), Residency::Cached);
+    // A 256 MiB L3 holds the weights only for the 36 or more cores whose
+    // 4 MiB shares add up past them; a 2-core guest of that socket streams.
     host.caches.l3 = Some(256 << 20);
+    host.logical_cores = 36;
     assert_eq!(weight_residency(&smol, &host), Residency::Cached);
+    host.logical_cores = 2;
+    assert_eq!(weight_residency(&smol, &host), Residency::Streamed);
 }
 
 /// A prompt fed in chunks of 2 or more gives the same bits at every chunk
