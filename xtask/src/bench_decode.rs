@@ -8,7 +8,7 @@
 //! feeds a fixed 8-token prompt, then times [`TOKENS`] decode steps (each
 //! step feeds the previous argmax). Rounds alternate the thread counts and
 //! which goes first; each count reports the median of its rounds. A last,
-//! untimed-for-the-summary round at 1 thread records time per site.
+//! untimed-for-the-summary round per thread count records time per site.
 //!
 //! With `--peer`, llama.cpp's `llama-bench` (built by `cargo xtask peer`
 //! into `target/peer/`; nothing of llama.cpp is in this repository) runs in
@@ -46,7 +46,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weft_llm::{Config, Engine, KvCache, Model, Weights};
 use weft_plan::Executor;
@@ -439,27 +439,47 @@ pub fn run(args: &[String]) -> Result<(), String> {
         println!("  {:<24} {}t {:>8.2}", r.name, r.threads, secs * 1e3);
     }
 
-    // Where one thread's time goes.
-    let e = &mut engines[0];
-    e.set_profiling(true);
-    round(e, &prompt)?;
-    let profile = e.profile();
-    let total: Duration = profile.iter().map(|(_, _, d)| *d).sum();
+    // Where a token's time goes, on one thread and on two (a site's time
+    // on two includes publishing its parts and waiting for the other
+    // thread's). Sites a decode step does not call are left out.
+    let mut profiles = Vec::new();
+    for e in engines.iter_mut() {
+        e.set_profiling(true);
+        round(e, &prompt)?;
+        profiles.push(e.profile());
+        e.set_profiling(false);
+    }
+    let steps = (TOKENS + prompt.len()) as f64;
+    let totals: Vec<f64> = profiles
+        .iter()
+        .map(|p| p.iter().map(|(_, _, d)| d.as_secs_f64()).sum::<f64>())
+        .collect();
     println!();
     println!(
-        "time per site, 1 thread, one round ({} steps):",
+        "time per site, one round ({} steps) per thread count, µs per token (share):",
         TOKENS + prompt.len()
     );
-    println!("| site | calls | µs/token | share |");
+    println!("| site | calls | 1 thread | 2 threads |");
     println!("|---|---|---|---|");
-    let steps = (TOKENS + prompt.len()) as f64;
-    for (name, calls, d) in profile {
-        println!(
-            "| {name} | {calls} | {:.1} | {:.1}% |",
-            d.as_secs_f64() * 1e6 / steps,
-            100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-12)
-        );
+    for (i, (name, calls, _)) in profiles[0].iter().enumerate() {
+        if *calls == 0 {
+            continue;
+        }
+        let cell = |t: usize| {
+            let d = profiles[t][i].2.as_secs_f64();
+            format!(
+                "{:.1} ({:.1}%)",
+                d * 1e6 / steps,
+                100.0 * d / totals[t].max(1e-12)
+            )
+        };
+        println!("| {name} | {calls} | {} | {} |", cell(0), cell(1));
     }
+    println!(
+        "| all sites | | {:.1} | {:.1} |",
+        totals[0] * 1e6 / steps,
+        totals[1] * 1e6 / steps
+    );
     println!();
     println!(
         "  solo stretches of the 2-thread engine (splitting lost a window, calls ran on the caller alone): {}",
