@@ -91,22 +91,9 @@ impl ArenaBuilder {
     /// [`ArenaBuilder::seal`], and pushes before it go nowhere.
     pub fn new(capacity: usize) -> ArenaBuilder {
         let capacity = capacity.max(1);
-        // An arena smaller than a huge page cannot hold one: map it as it
-        // is. A larger one gets a huge page more, so that it can start on
-        // a boundary and every whole 2 MiB of it can be backed by one.
-        let small = capacity < HUGE_PAGE;
-        let len = if small {
-            capacity
-        } else {
-            capacity.saturating_add(HUGE_PAGE)
-        };
-        let map = MmapMut::map_anon(len).map_err(|source| ArenaError { bytes: len, source });
-        let (base, huge) = match &map {
-            Ok(m) if !small => {
-                let base = (HUGE_PAGE - m.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE;
-                (base, advise_huge(m))
-            }
-            _ => (0, false),
+        let (map, base, huge) = match place(capacity) {
+            Ok(p) => (Ok(p.map), p.base, p.huge),
+            Err(e) => (Err(e), 0, false),
         };
         ArenaBuilder {
             map,
@@ -168,6 +155,39 @@ impl ArenaBuilder {
             huge: self.huge,
         })
     }
+}
+
+/// A fresh anonymous map that `bytes` bytes from `base` on fit in.
+struct Placed {
+    map: MmapMut,
+    base: usize,
+    /// Whether the OS accepted `MADV_HUGEPAGE`.
+    huge: bool,
+}
+
+/// Maps room for `bytes` (at least 1). Less than a huge page cannot hold
+/// one: it is mapped as it is. More gets a huge page extra, so that it
+/// starts on a 2 MiB boundary and every whole 2 MiB of it can be backed by
+/// one huge page, and is advised huge.
+fn place(bytes: usize) -> Result<Placed, ArenaError> {
+    let small = bytes < HUGE_PAGE;
+    let len = if small {
+        bytes
+    } else {
+        bytes.saturating_add(HUGE_PAGE)
+    };
+    let map = MmapMut::map_anon(len).map_err(|source| ArenaError { bytes: len, source })?;
+    if small {
+        return Ok(Placed {
+            map,
+            base: 0,
+            huge: false,
+        });
+    }
+    let base = (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE;
+    // A refusal leaves ordinary pages: same contents, slower walks.
+    let huge = advise_huge(&map);
+    Ok(Placed { map, base, huge })
 }
 
 #[cfg(target_os = "linux")]
@@ -329,39 +349,15 @@ impl<T: bytemuck::Pod> PageBuf<T> {
                 _t: std::marker::PhantomData,
             });
         }
-        let small = bytes < HUGE_PAGE;
-        let total = if small {
-            bytes
-        } else {
-            bytes.saturating_add(HUGE_PAGE)
-        };
-        let map = MmapMut::map_anon(total).map_err(|source| ArenaError {
-            bytes: total,
-            source,
-        })?;
-        let base = if small {
-            0
-        } else {
-            advise_huge_mut(&map);
-            (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE
-        };
+        let p = place(bytes)?;
         Ok(PageBuf {
-            map: Some(map),
-            base,
+            map: Some(p.map),
+            base: p.base,
             len: bytes,
             _t: std::marker::PhantomData,
         })
     }
 }
-
-#[cfg(target_os = "linux")]
-fn advise_huge_mut(m: &MmapMut) {
-    // A refusal leaves ordinary pages: same contents, slower walks.
-    let _ = m.advise(memmap2::Advice::HugePage);
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_mut(_: &MmapMut) {}
 
 impl<T: bytemuck::Pod> Deref for PageBuf<T> {
     type Target = [T];

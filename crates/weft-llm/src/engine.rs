@@ -892,17 +892,22 @@ struct State {
 /// type, layer after layer in one buffer per kind: on huge pages, because
 /// a step at depth streams them all (94 MB a token at 4096 positions in
 /// binary16), and a 4 KiB page is a TLB miss each.
-enum KvStore {
+struct KvStore {
+    /// Elements of one layer's keys (and of its values).
+    layer: usize,
+    rows: KvRows,
+}
+
+/// Every layer's rows, layer after layer.
+enum KvRows {
     F32 {
         keys: PageBuf<f32>,
         values: PageBuf<f32>,
-        layer: usize,
     },
     /// binary16 bit patterns, rounded to nearest even from binary32.
     F16 {
         keys: PageBuf<u16>,
         values: PageBuf<u16>,
-        layer: usize,
     },
 }
 
@@ -922,38 +927,30 @@ impl KvStore {
     fn new(c: &Config) -> Result<KvStore, EngineError> {
         let layer = c.max_seq * c.kv_dim();
         let n = c.layers * layer;
-        Ok(match c.kv {
-            KvCache::F32 => KvStore::F32 {
+        let rows = match c.kv {
+            KvCache::F32 => KvRows::F32 {
                 keys: PageBuf::zeroed(n)?,
                 values: PageBuf::zeroed(n)?,
-                layer,
             },
-            KvCache::F16 => KvStore::F16 {
+            KvCache::F16 => KvRows::F16 {
                 keys: PageBuf::zeroed(n)?,
                 values: PageBuf::zeroed(n)?,
-                layer,
             },
-        })
+        };
+        Ok(KvStore { layer, rows })
     }
 
     /// Layer `l`'s keys and values.
     fn layer(&mut self, l: usize) -> LayerCache<'_> {
-        match self {
-            KvStore::F32 {
-                keys,
-                values,
-                layer,
-            } => LayerCache::F32 {
-                keys: &mut keys[l * *layer..(l + 1) * *layer],
-                values: &mut values[l * *layer..(l + 1) * *layer],
+        let r = l * self.layer..(l + 1) * self.layer;
+        match &mut self.rows {
+            KvRows::F32 { keys, values } => LayerCache::F32 {
+                keys: &mut keys[r.clone()],
+                values: &mut values[r],
             },
-            KvStore::F16 {
-                keys,
-                values,
-                layer,
-            } => LayerCache::F16 {
-                keys: &mut keys[l * *layer..(l + 1) * *layer],
-                values: &mut values[l * *layer..(l + 1) * *layer],
+            KvRows::F16 { keys, values } => LayerCache::F16 {
+                keys: &mut keys[r.clone()],
+                values: &mut values[r],
             },
         }
     }
