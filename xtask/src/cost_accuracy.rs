@@ -544,7 +544,7 @@ fn q8_matmul_rows(
     mca: &mut McaCache,
 ) -> Result<(), String> {
     use weft_q8::matmul::arm::{offer_at, Q8MatmulArm};
-    use weft_q8::matmul::{twin_x64, Q8MatmulArgs, Q8PanelWeights, FAMILY};
+    use weft_q8::matmul::{twin_avx2, twin_x64, Q8MatmulArgs, Q8PanelWeights, FAMILY};
     let arm = Q8MatmulArm;
     for &(rows, cols, batch) in Q8_MATMUL_SHAPES {
         let what = format!("{rows}x{cols}x{batch}");
@@ -576,7 +576,11 @@ fn q8_matmul_rows(
             unscheduled,
             code,
         });
-        for twin in twin_x64::TWINS {
+        let twins = twin_x64::TWINS
+            .iter()
+            .map(|t| t as &dyn Twin)
+            .chain(twin_avx2::TWINS.iter().map(|t| t as &dyn Twin));
+        for twin in twins {
             if weft_kernel::require_features(host, twin.requires()).is_err() {
                 continue;
             }

@@ -69,10 +69,20 @@
 //! layer, weights are call arguments) gets an offer with no packed
 //! operand, and its caller packs each matrix once
 //! ([`Q8PanelWeights::from_canonical`]) and passes the panels per call.
+//!
+//! # Bodies
+//!
+//! [`arm`] is the Cranelift panel arm, the reference every twin is judged
+//! against; [`twin_x64`] the AVX-512 VNNI tiles (48 rows × 4 vectors, 32
+//! × 6); [`twin_avx2`] one panel × two vectors for hosts without VNNI
+//! (`vpmaddubsw`, as the AVX2 matvec twins); [`twin_a64`] the SDOT tile
+//! on arm64. The planner prices each from its bytes at the site's
+//! geometry and races those it cannot separate.
 
 pub mod arm;
 pub mod reference;
 pub mod twin_a64;
+pub mod twin_avx2;
 pub mod twin_x64;
 pub mod validation;
 
@@ -137,6 +147,7 @@ pub fn entry() -> weft_kernel::FamilyEntry {
             twin_x64::TWINS
                 .into_iter()
                 .map(arc)
+                .chain(twin_avx2::TWINS.into_iter().map(arc))
                 .chain(twin_a64::TWINS.into_iter().map(arc))
                 .collect(),
             Arc::new(Checker(validation::MatmulValidation)),
