@@ -336,6 +336,11 @@ impl Planner {
             // Unpriced: split only what moves at least 256 KiB.
             None => chosen.offer.bytes_moved >= 256 << 10,
         };
+        let max_parts = match chosen.price() {
+            Some(p) => (p.cycles / self.options.part_min_cycles).max(0.0) as u64,
+            // Unpriced: nothing shows a part is worth its fixed cost.
+            None => 0,
+        };
         let mut compiled = CompiledSite {
             label: site.label().to_owned(),
             family: entry.family.name(),
@@ -358,6 +363,7 @@ impl Planner {
             candidates: Vec::new(),
             placed,
             split,
+            max_parts,
         };
         // What was judged, beside the report's words: each candidate's
         // bytes and price breakdown, in the report's order.

@@ -9,9 +9,11 @@
 //!
 //! A busy neighbour (another process spinning on one of the cores) must
 //! cost a call no more than losing that thread would. Three rules keep it
-//! so: a call is cut into [`PARTS_PER_THREAD`] parts per thread, claimed one
-//! at a time, so a thread the kernel has descheduled holds back one small
-//! part, not a share of the work; the caller, once it has run out of
+//! so: a call is cut into up to [`PARTS_PER_THREAD`] parts per thread
+//! (fewer when its price says a part would not earn its fixed cost, see
+//! [`parts_for`] and `Options::part_min_cycles`), claimed one at a time,
+//! so a thread the kernel has descheduled holds back one part, not the
+//! rest of the work; the caller, once it has run out of
 //! parts, spins a few checks and then yields the core on every check, so
 //! a worker that shares the core with it can finish; and a worker that
 //! keeps arriving after the parts are gone stops spinning and sleeps until
@@ -423,10 +425,25 @@ impl Executor {
     ///
     /// `args` must be valid for [`Kernel::call`] for the whole call.
     pub unsafe fn run<A: KernelArgs>(&self, kernel: &Kernel<A>, args: &A, views: &MemberViews) {
-        let parts = match self.threads {
-            1 => 1,
-            t => t as u64 * PARTS_PER_THREAD,
-        };
+        // SAFETY: the caller's promise.
+        unsafe { self.run_at_most(kernel, args, views, u64::MAX) }
+    }
+
+    /// [`Executor::run`] cut into at most `max_parts` parts, but never
+    /// fewer than one per thread ([`parts_for`]): a compiled site's budget
+    /// from its price.
+    ///
+    /// # Safety
+    ///
+    /// `args` must be valid for [`Kernel::call`] for the whole call.
+    pub unsafe fn run_at_most<A: KernelArgs>(
+        &self,
+        kernel: &Kernel<A>,
+        args: &A,
+        views: &MemberViews,
+        max_parts: u64,
+    ) {
+        let parts = parts_for(self.threads as u64, max_parts);
         let ranges = split_range(args.range(), views.granule, parts);
         let parts: Vec<A> = ranges.into_iter().map(|r| args.restrict(r)).collect();
         // SAFETY: `args` is valid (the caller's promise); its restrictions to
@@ -514,6 +531,16 @@ fn alone_estimate(worked: Duration, ran: usize, n: usize, whole: Duration) -> Du
     worked.mul_f64(n as f64 / ran as f64)
 }
 
+/// Parts a split call is cut into on `threads` threads with a budget of
+/// `max_parts`: [`PARTS_PER_THREAD`] per thread, at most `max_parts`, at
+/// least one per thread (one in all on one thread).
+pub fn parts_for(threads: u64, max_parts: u64) -> u64 {
+    match threads {
+        0 | 1 => 1,
+        t => (t * PARTS_PER_THREAD).min(max_parts).max(t),
+    }
+}
+
 /// Cut `range` into at most `parts` contiguous pieces whose inner
 /// boundaries are multiples of `granule` (absolute, not relative to the
 /// start), as even as the granule allows; empty pieces are dropped.
@@ -546,11 +573,21 @@ pub fn split_range(range: Range<u64>, granule: u64, parts: u64) -> Vec<Range<u64
 #[cfg(test)]
 mod tests {
     use super::{
-        alone_estimate, split_range, Executor, Straggle, CLEAN_WINDOWS, LOST_STREAK, SOLO_CALLS,
-        WINDOW,
+        alone_estimate, parts_for, split_range, Executor, Straggle, CLEAN_WINDOWS, LOST_STREAK,
+        PARTS_PER_THREAD, SOLO_CALLS, WINDOW,
     };
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
+
+    #[test]
+    fn parts_are_one_per_thread_at_least_the_budget_and_at_most_four_per_thread() {
+        assert_eq!(parts_for(1, u64::MAX), 1);
+        assert_eq!(parts_for(2, u64::MAX), 2 * PARTS_PER_THREAD);
+        assert_eq!(parts_for(2, 0), 2, "a budget below the threads is one each");
+        assert_eq!(parts_for(2, 5), 5);
+        assert_eq!(parts_for(3, 2), 3);
+        assert_eq!(parts_for(4, 1000), 4 * PARTS_PER_THREAD);
+    }
 
     #[test]
     fn a_window_where_splitting_lost_sends_calls_to_the_caller_alone_then_back() {

@@ -82,7 +82,7 @@ pub use cache::{
 };
 pub use catalogue::Catalogue;
 pub use compile::Planner;
-pub use exec::{split_range, Executor, PARTS_PER_THREAD};
+pub use exec::{parts_for, split_range, Executor, PARTS_PER_THREAD};
 pub use hash::ContentHash;
 pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
 pub use options::{CacheLocation, Options, Pricer};

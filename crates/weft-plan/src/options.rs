@@ -80,6 +80,22 @@ pub struct Options {
     /// do); at 60,000 they ran on one thread and a 2-thread step was 11%
     /// slower (SmolLM2-135M, family 6 model 167, 8 interleaved runs).
     pub split_min_cycles: f64,
+    /// A split call is cut into at most one part per this many cycles of
+    /// its chosen body's price (never fewer parts than threads, never more
+    /// than [`PARTS_PER_THREAD`](crate::exec::PARTS_PER_THREAD) per
+    /// thread; an unpriced body one part per thread): a part pays a claim,
+    /// a call, the body's own per-call setup (`q8_0.matmul` builds its
+    /// vectors' scratch table in every part, attention its frame and
+    /// constants) and the cache lines another core wrote. The default,
+    /// 1,000,000 cycles, cuts a 64-token prompt chunk's matrix products
+    /// and attention into one part per thread at 2 threads instead of
+    /// four (their 2-thread speedups 1.30 → 1.7 for the K/V products, 1.66
+    /// → 1.86 for attention, SmolLM2-135M, family 6 model 167, `cargo
+    /// xtask bench prefill`); decode's split sites are priced below it and
+    /// run one part per thread too, with no loss beside a busy neighbour
+    /// (`cargo xtask bench decode --neighbour`: 1.00 either way, the
+    /// executor's straggle score covers what smaller parts used to).
+    pub part_min_cycles: f64,
     /// Whether built bodies are saved in (and read from) the cache, for
     /// this same program only: a warm compile then skips Cranelift and the
     /// emitters. Verdicts and races are cached either way.
@@ -97,6 +113,7 @@ impl Default for Options {
             separation: 0.03,
             seed: 0x5eed_c0de,
             split_min_cycles: 15_000.0,
+            part_min_cycles: 1_000_000.0,
             cache_bodies: true,
         }
     }

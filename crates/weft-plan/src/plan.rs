@@ -60,6 +60,9 @@ pub struct CompiledSite {
     pub candidates: Vec<Candidate>,
     pub(crate) placed: Arc<PlacedCode>,
     pub(crate) split: bool,
+    /// Most parts a split call is cut into (see
+    /// [`Options::part_min_cycles`](crate::Options::part_min_cycles)).
+    pub(crate) max_parts: u64,
 }
 
 /// One candidate as the planner left it: the bytes it judged and placed
@@ -110,6 +113,7 @@ struct SiteImage<'a> {
     packed: Vec<(&'a str, &'a str, ContentHash)>,
     views: &'a Option<MemberViews>,
     split: bool,
+    max_parts: u64,
 }
 
 impl CompiledPlan {
@@ -185,6 +189,7 @@ impl CompiledPlan {
                     .collect(),
                 views: &s.views,
                 split: s.split,
+                max_parts: s.max_parts,
             })
             .collect();
         // Plain data throughout; serialising it cannot fail.
@@ -215,6 +220,7 @@ impl CompiledPlan {
             kernel,
             views: site.views.clone(),
             split: site.split,
+            max_parts: site.max_parts,
         })
     }
 }
@@ -225,6 +231,7 @@ pub struct SiteKernel<A> {
     kernel: Kernel<A>,
     views: Option<MemberViews>,
     split: bool,
+    max_parts: u64,
 }
 
 impl<A: KernelArgs> SiteKernel<A> {
@@ -239,7 +246,7 @@ impl<A: KernelArgs> SiteKernel<A> {
         match &self.views {
             // SAFETY: the caller's promise.
             Some(v) if self.split && exec.threads() > 1 => unsafe {
-                exec.run(&self.kernel, args, v)
+                exec.run_at_most(&self.kernel, args, v, self.max_parts)
             },
             // SAFETY: the caller's promise.
             _ => unsafe { self.kernel.call(args) },
@@ -249,6 +256,16 @@ impl<A: KernelArgs> SiteKernel<A> {
     /// Whether [`SiteKernel::run`] splits this site over threads.
     pub fn splits(&self) -> bool {
         self.split && self.views.is_some()
+    }
+
+    /// Parts [`SiteKernel::run`] cuts a call into on an executor of
+    /// `threads` threads (1: the call runs whole on the caller).
+    pub fn parts_on(&self, threads: usize) -> u64 {
+        if self.splits() && threads > 1 {
+            crate::exec::parts_for(threads as u64, self.max_parts)
+        } else {
+            1
+        }
     }
 
     /// The kernel itself (one thread).

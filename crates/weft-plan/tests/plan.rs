@@ -594,6 +594,7 @@ fn threaded_execution_is_bit_identical_to_one_thread() {
         Arc::new(BytesPricer { odd_bias: 0.0 }),
         Options {
             split_min_cycles: 0.0, // split every site
+            part_min_cycles: 0.0,  // in as many parts as the executor cuts
             ..options(EmitMode::On)
         },
     );
@@ -625,6 +626,46 @@ fn threaded_execution_is_bit_identical_to_one_thread() {
             assert!(same, "{threads} threads");
         }
     }
+}
+
+/// A split site's parts follow its price: one per `part_min_cycles` of
+/// the chosen body's price, never fewer than the threads, never more than
+/// four per thread.
+#[test]
+fn a_split_site_is_cut_into_one_part_per_part_min_cycles_of_its_price() {
+    let (rows, blocks, batch) = (301usize, 13usize, 3usize);
+    let site = Site::new(
+        Family(weft_q8::FAMILY),
+        weft_q8::geometry(rows as u64, blocks as u64 * 32, batch as u64),
+    );
+    let compile = |part_min_cycles: f64| {
+        let mut p = Planner::new(
+            catalogue(f32x4_twins()),
+            Host::detect(),
+            Arc::new(BytesPricer { odd_bias: 0.0 }),
+            Options {
+                split_min_cycles: 0.0,
+                part_min_cycles,
+                ..options(EmitMode::On)
+            },
+        );
+        p.compile(std::slice::from_ref(&site)).expect("compile")
+    };
+    let price = compile(0.0).sites()[0].price.expect("priced").cycles;
+    assert!(price > 0.0);
+    // Five parts' worth of price: five parts on two threads (of at most
+    // eight) and on four (of at least four).
+    let plan = compile(price / 5.5);
+    let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
+    assert_eq!((k.parts_on(1), k.parts_on(2), k.parts_on(4)), (1, 5, 5));
+    // Less than one part's worth: one part per thread.
+    let plan = compile(price * 2.0);
+    let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
+    assert_eq!((k.parts_on(2), k.parts_on(3)), (2, 3));
+    // No budget: four parts per thread.
+    let plan = compile(0.0);
+    let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
+    assert_eq!(k.parts_on(2), 8);
 }
 
 #[test]
