@@ -141,6 +141,37 @@ impl ArenaBuilder {
         r
     }
 
+    /// Appends one piece per length of `lens` (each at [`ALIGN`], zeroed)
+    /// and hands `fill` all of them at once, mutable and disjoint, in
+    /// order: many pieces written in parallel, straight into the arena.
+    /// Returns their ranges, or `fill`'s error. When the mapping failed,
+    /// `fill` is not called ([`ArenaBuilder::seal`] reports it).
+    ///
+    /// # Panics
+    ///
+    /// As [`ArenaBuilder::push`].
+    pub fn push_many_with<E>(
+        &mut self,
+        lens: &[usize],
+        fill: impl FnOnce(&mut [&mut [u8]]) -> Result<(), E>,
+    ) -> Result<Vec<Range<usize>>, E> {
+        let ranges: Vec<Range<usize>> = lens.iter().map(|&len| self.reserve(len)).collect();
+        if let Ok(m) = &mut self.map {
+            let mut rest = &mut m[self.base..];
+            let mut at = 0;
+            let mut pieces = Vec::with_capacity(ranges.len());
+            for r in &ranges {
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+                let (piece, tail) = tail.split_at_mut(r.len());
+                pieces.push(piece);
+                rest = tail;
+                at = r.end;
+            }
+            fill(&mut pieces)?;
+        }
+        Ok(ranges)
+    }
+
     /// Seals the arena read-only.
     pub fn seal(self) -> Result<Arena, ArenaError> {
         let len = self.map.as_ref().map(|m| m.len()).unwrap_or(0);
@@ -409,6 +440,43 @@ mod tests {
                 "views start on a cache line"
             );
         }
+    }
+
+    #[test]
+    fn pieces_filled_at_once_read_back_after_a_push_and_are_aligned() {
+        let lens = [1usize, 130, 0, 64, 7];
+        let total: usize = ALIGN
+            + lens
+                .iter()
+                .map(|l| l.next_multiple_of(ALIGN))
+                .sum::<usize>();
+        let mut b = ArenaBuilder::new(total);
+        let first = b.push(&[5; 8]);
+        let ranges = b
+            .push_many_with(&lens, |pieces| {
+                assert_eq!(pieces.len(), lens.len());
+                for (i, p) in pieces.iter_mut().enumerate() {
+                    assert_eq!(p.len(), lens[i]);
+                    assert!(p.iter().all(|&x| x == 0), "pieces start zeroed");
+                    p.fill(i as u8 + 1);
+                }
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        let arena = b.seal().unwrap();
+        assert_eq!(&*arena.view(first), &[5; 8]);
+        for (i, r) in ranges.into_iter().enumerate() {
+            assert_eq!(r.start % ALIGN, 0);
+            assert_eq!(r.len(), lens[i]);
+            assert!(arena.view(r).iter().all(|&x| x == i as u8 + 1));
+        }
+    }
+
+    #[test]
+    fn a_failing_fill_returns_its_error() {
+        let mut b = ArenaBuilder::new(128);
+        let e = b.push_many_with(&[10, 20], |_| Err("no"));
+        assert_eq!(e, Err("no"));
     }
 
     #[test]

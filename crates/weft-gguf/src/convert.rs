@@ -96,6 +96,68 @@ impl Job<'_, '_> {
 /// Anything else is [`GgufError::UnsupportedConversion`], reported before
 /// any work starts.
 pub fn to_q8_0_many(tensors: &[Tensor<'_>], threads: usize) -> Result<Vec<Vec<u8>>, GgufError> {
+    let mut outputs: Vec<Vec<u8>> = q8_0_lens(tensors)?
+        .into_iter()
+        .map(|len| vec![0u8; len])
+        .collect();
+    let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
+    to_q8_0_into(tensors, &mut outs, threads)?;
+    Ok(outputs)
+}
+
+/// The Q8_0 bytes each tensor converts to, in order, or the error
+/// [`to_q8_0_many`] would report before any work.
+pub fn q8_0_lens(tensors: &[Tensor<'_>]) -> Result<Vec<usize>, GgufError> {
+    Ok(plan(tensors)?
+        .into_iter()
+        .map(|(_, blocks)| blocks * q8_0::BLOCK_BYTES)
+        .collect())
+}
+
+/// [`to_q8_0_many`] into the caller's memory: tensor `i`'s Q8_0 bytes into
+/// `outs[i]`, which must hold exactly [`q8_0_lens`]`[i]` bytes
+/// ([`GgufError::BadDestination`] otherwise, before any work). A loader
+/// converts straight into the arena its kernels read.
+pub fn to_q8_0_into(
+    tensors: &[Tensor<'_>],
+    outs: &mut [&mut [u8]],
+    threads: usize,
+) -> Result<(), GgufError> {
+    let plan = plan(tensors)?;
+    if outs.len() != tensors.len() {
+        return Err(GgufError::BadDestination {
+            name: format!("{} tensors", tensors.len()),
+            expected: tensors.len(),
+            got: outs.len(),
+        });
+    }
+    for ((t, &(_, blocks)), out) in tensors.iter().zip(&plan).zip(outs.iter()) {
+        if out.len() != blocks * q8_0::BLOCK_BYTES {
+            return Err(GgufError::BadDestination {
+                name: t.name().into(),
+                expected: blocks * q8_0::BLOCK_BYTES,
+                got: out.len(),
+            });
+        }
+    }
+    let mut jobs = Vec::new();
+    for ((t, &(source, _)), out) in tensors.iter().zip(&plan).zip(outs.iter_mut()) {
+        let step = source.bytes_per_block();
+        for (src, dst) in t
+            .bytes()
+            .chunks(CHUNK_BLOCKS * step)
+            .zip(out.chunks_mut(CHUNK_BLOCKS * q8_0::BLOCK_BYTES))
+        {
+            jobs.push(Job { source, src, dst });
+        }
+    }
+    run_jobs(jobs, threads);
+    Ok(())
+}
+
+/// Each tensor's source format and block count, or the first tensor that
+/// cannot be converted.
+fn plan(tensors: &[Tensor<'_>]) -> Result<Vec<(Source, usize)>, GgufError> {
     let mut plan = Vec::with_capacity(tensors.len());
     for t in tensors {
         let source = Source::of(t)?;
@@ -111,24 +173,7 @@ pub fn to_q8_0_many(tensors: &[Tensor<'_>], threads: usize) -> Result<Vec<Vec<u8
         let blocks = t.bytes().len() / source.bytes_per_block();
         plan.push((source, blocks));
     }
-    let mut outputs: Vec<Vec<u8>> = plan
-        .iter()
-        .map(|&(_, blocks)| vec![0u8; blocks * q8_0::BLOCK_BYTES])
-        .collect();
-
-    let mut jobs = Vec::new();
-    for ((t, &(source, _)), out) in tensors.iter().zip(&plan).zip(outputs.iter_mut()) {
-        let step = source.bytes_per_block();
-        for (src, dst) in t
-            .bytes()
-            .chunks(CHUNK_BLOCKS * step)
-            .zip(out.chunks_mut(CHUNK_BLOCKS * q8_0::BLOCK_BYTES))
-        {
-            jobs.push(Job { source, src, dst });
-        }
-    }
-    run_jobs(jobs, threads);
-    Ok(outputs)
+    Ok(plan)
 }
 
 fn run_jobs(jobs: Vec<Job<'_, '_>>, threads: usize) {

@@ -240,6 +240,17 @@ pub enum GgufError {
         /// The target format.
         to: &'static str,
     },
+    /// A caller's destination for a tensor's converted bytes has the
+    /// wrong length (see [`to_q8_0_into`](crate::to_q8_0_into)).
+    #[error("bad-destination: tensor {name:?} converts to {expected} bytes, its destination holds {got}")]
+    BadDestination {
+        /// The tensor.
+        name: String,
+        /// Bytes its conversion writes.
+        expected: usize,
+        /// Bytes the destination holds.
+        got: usize,
+    },
 }
 
 impl GgufError {
@@ -248,6 +259,7 @@ impl GgufError {
     pub fn name(&self) -> &'static str {
         match self {
             GgufError::Io { .. } => "io",
+            GgufError::BadDestination { .. } => "bad-destination",
             GgufError::BadMagic { .. } => "bad-magic",
             GgufError::UnsupportedVersion { .. } => "unsupported-version",
             GgufError::BigEndian { .. } => "big-endian",

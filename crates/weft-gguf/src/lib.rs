@@ -41,7 +41,7 @@ mod types;
 mod value;
 pub mod writer;
 
-pub use convert::{to_q8_0_many, Q8_0_NAME};
+pub use convert::{q8_0_lens, to_q8_0_into, to_q8_0_many, Q8_0_NAME};
 pub use error::GgufError;
 pub use parse::{
     TensorInfo, DEFAULT_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_STRING_LEN, MAX_TENSOR_NAME,

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use weft_gguf::block::{q4_1, q8_0};
-use weft_gguf::{to_q8_0_many, Gguf, GgufWriter, TensorType, Value};
+use weft_gguf::{q8_0_lens, to_q8_0_into, to_q8_0_many, Gguf, GgufWriter, TensorType, Value};
 
 /// Deterministic bytes (xorshift), so failures reproduce.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
@@ -102,6 +102,27 @@ fn many_tensors_of_mixed_types_convert_in_order() {
     let mut q4_to_q8 = vec![0u8; 68];
     q4_1::requantize_into(&q4, &mut q4_to_q8).expect("lengths");
     assert_eq!(out[3], q4_to_q8);
+    // Into the caller's memory: the same bytes; a destination of the wrong
+    // length is refused by name before any is written.
+    let lens = q8_0_lens(&ts).expect("all convertible");
+    assert_eq!(lens, out.iter().map(Vec::len).collect::<Vec<_>>());
+    let mut mem: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0xee; l]).collect();
+    let mut outs: Vec<&mut [u8]> = mem.iter_mut().map(Vec::as_mut_slice).collect();
+    to_q8_0_into(&ts, &mut outs, 1).expect("fits");
+    assert_eq!(mem, out);
+    let mut short = vec![0xee; lens[1] - 1];
+    let mut mem: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0xee; l]).collect();
+    let mut outs: Vec<&mut [u8]> = mem.iter_mut().map(Vec::as_mut_slice).collect();
+    outs[1] = &mut short;
+    let e = to_q8_0_into(&ts, &mut outs, 1).expect_err("short destination");
+    assert_eq!(e.name(), "bad-destination");
+    assert!(mem[0].iter().all(|&b| b == 0xee), "nothing written");
+    assert_eq!(
+        to_q8_0_into(&ts[..2], &mut [], 1)
+            .expect_err("no destinations")
+            .name(),
+        "bad-destination"
+    );
     assert_eq!(g.tensor("f32").expect("f32").to_f32().expect("f32"), f32s);
     assert_eq!(
         g.tensor("f16").expect("f16").to_f32().expect("f16"),

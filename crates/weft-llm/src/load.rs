@@ -189,15 +189,17 @@ pub fn weights(g: &Gguf, max_seq: usize, threads: usize) -> Result<Weights, Mode
         // ggml order: d[0] is the row length.
         shapes.push((d[1] as usize, d[0] as usize));
     }
-    let converted = weft_gguf::to_q8_0_many(&tensors, threads)?;
-    // One arena for every matrix: a token streams all of them.
-    let total = converted
+    // One arena for every matrix (a token streams all of them), converted
+    // straight into it.
+    let lens = weft_gguf::q8_0_lens(&tensors)?;
+    let total = lens
         .iter()
-        .map(|b| b.len().next_multiple_of(weft_arena::ALIGN))
+        .map(|len| len.next_multiple_of(weft_arena::ALIGN))
         .sum();
     let mut arena = weft_arena::ArenaBuilder::new(total);
-    let ranges: Vec<_> = converted.iter().map(|b| arena.push(b)).collect();
-    drop(converted);
+    let ranges = arena.push_many_with(&lens, |outs| {
+        weft_gguf::to_q8_0_into(&tensors, outs, threads)
+    })?;
     let arena = arena.seal()?;
     let mut mats = names
         .iter()
