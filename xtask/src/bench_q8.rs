@@ -20,9 +20,12 @@
 //!
 //! Two-thread runs (kernels and peer alike) go through the planner's
 //! persistent executor, `weft_plan::Executor` (see [`executor`]): kernels
-//! by `Executor::run`, split along the offer's member views exactly as a
-//! compiled plan runs them; the peer's bytes in two 64-byte aligned halves
-//! by `Executor::for_each_part`. No call pays for creating a thread.
+//! by `Executor::run`, split along the offer's member views in four parts
+//! per thread (a compiled plan cuts fewer: one part per
+//! `Options::part_min_cycles` of the site's price, so one per thread for
+//! decode's layer matrices and five for the 49152-row output at 2
+//! threads); the peer's bytes in two 64-byte aligned halves by
+//! `Executor::for_each_part`. No call pays for creating a thread.
 //!
 //! First, the token section ([`measure_token`]): the matvecs of one
 //! SmolLM2-135M decode step at batch 1 (30 layers of q, k, v, o, gate,
