@@ -116,7 +116,8 @@ pub fn q8_0_lens(tensors: &[Tensor<'_>]) -> Result<Vec<usize>, GgufError> {
 
 /// [`to_q8_0_many`] into the caller's memory: tensor `i`'s Q8_0 bytes into
 /// `outs[i]`, which must hold exactly [`q8_0_lens`]`[i]` bytes
-/// ([`GgufError::BadDestination`] otherwise, before any work). A loader
+/// ([`GgufError::DestinationCount`] or [`GgufError::BadDestination`]
+/// otherwise, before any work). A loader
 /// converts straight into the arena its kernels read.
 pub fn to_q8_0_into(
     tensors: &[Tensor<'_>],
@@ -125,10 +126,9 @@ pub fn to_q8_0_into(
 ) -> Result<(), GgufError> {
     let plan = plan(tensors)?;
     if outs.len() != tensors.len() {
-        return Err(GgufError::BadDestination {
-            name: format!("{} tensors", tensors.len()),
-            expected: tensors.len(),
-            got: outs.len(),
+        return Err(GgufError::DestinationCount {
+            tensors: tensors.len(),
+            destinations: outs.len(),
         });
     }
     for ((t, &(_, blocks)), out) in tensors.iter().zip(&plan).zip(outs.iter()) {

@@ -251,6 +251,15 @@ pub enum GgufError {
         /// Bytes the destination holds.
         got: usize,
     },
+    /// A caller gave another number of destinations than tensors (see
+    /// [`to_q8_0_into`](crate::to_q8_0_into)).
+    #[error("destination-count: {tensors} tensors to convert, {destinations} destinations")]
+    DestinationCount {
+        /// Tensors to convert.
+        tensors: usize,
+        /// Destinations given.
+        destinations: usize,
+    },
 }
 
 impl GgufError {
@@ -260,6 +269,7 @@ impl GgufError {
         match self {
             GgufError::Io { .. } => "io",
             GgufError::BadDestination { .. } => "bad-destination",
+            GgufError::DestinationCount { .. } => "destination-count",
             GgufError::BadMagic { .. } => "bad-magic",
             GgufError::UnsupportedVersion { .. } => "unsupported-version",
             GgufError::BigEndian { .. } => "big-endian",

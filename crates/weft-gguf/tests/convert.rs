@@ -121,7 +121,7 @@ fn many_tensors_of_mixed_types_convert_in_order() {
         to_q8_0_into(&ts[..2], &mut [], 1)
             .expect_err("no destinations")
             .name(),
-        "bad-destination"
+        "destination-count"
     );
     assert_eq!(g.tensor("f32").expect("f32").to_f32().expect("f32"), f32s);
     assert_eq!(

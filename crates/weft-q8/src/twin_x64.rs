@@ -268,14 +268,14 @@ pub(crate) struct Mark {
     pub(crate) back: CodeLabel,
 }
 
-/// The annotations of `marks` in `emitted` (a mark without offsets is an
-/// emit error of twin `who`).
-pub(crate) fn annotations(
-    emitted: &weft_x64::Emitted,
+/// Twin `who`'s x64 body: `emitted`'s bytes with the annotations of
+/// `marks` (a mark without offsets is an emit error of `who`).
+pub(crate) fn native_code(
+    emitted: weft_x64::Emitted,
     marks: &[Mark],
     who: &str,
-) -> Result<Vec<LoopAnnotation>, Refusal> {
-    marks
+) -> Result<NativeCode, Refusal> {
+    let loops = marks
         .iter()
         .map(
             |m| match (emitted.label_offset(&m.head), emitted.label_offset(&m.back)) {
@@ -289,7 +289,13 @@ pub(crate) fn annotations(
                 }),
             },
         )
-        .collect()
+        .collect::<Result<Vec<LoopAnnotation>, Refusal>>()?;
+    Ok(NativeCode {
+        isa: Isa::X86_64,
+        pool: None,
+        bytes: emitted.bytes,
+        loops,
+    })
 }
 
 // SAFETY: the body reads and writes only what the arguments' extents name
@@ -342,13 +348,7 @@ unsafe impl Twin for Q8MatvecX64 {
         // The geometry must be one the contract admits, as the arm checks.
         site_dims(&offer.contract.geometry)?;
         let (emitted, marks) = self.emit_marked()?;
-        let loops = annotations(&emitted, &marks, self.name())?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            pool: None,
-            bytes: emitted.bytes,
-            loops,
-        })
+        native_code(emitted, &marks, self.name())
     }
 
     /// The packed-x path's loops first (trips 0 unless the geometry takes

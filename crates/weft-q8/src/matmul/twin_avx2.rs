@@ -36,7 +36,7 @@ use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::super::{offsets, BLOCK_BYTES};
 use super::{dims, GROUPS, GROUP_BYTES, PANEL_BLOCK_BYTES, QUANTS_AT};
-use crate::twin_x64::{annotations, loop_back, loop_head, Mark};
+use crate::twin_x64::{loop_back, loop_head, native_code, Mark};
 
 /// The AVX2 twin of the panel arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,13 +115,7 @@ unsafe impl Twin for Q8MatmulAvx2 {
         super::arm::check_offer(offer, self.name())?;
         dims(&offer.contract.geometry)?;
         let (emitted, marks) = self.emit_marked()?;
-        let loops = annotations(&emitted, &marks, self.name())?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            pool: None,
-            bytes: emitted.bytes,
-            loops,
-        })
+        native_code(emitted, &marks, self.name())
     }
 
     /// Panels outermost (`panels`), each with `batch / 2` tiles

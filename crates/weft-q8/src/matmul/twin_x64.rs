@@ -43,7 +43,7 @@ use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use super::super::{offsets, BLOCK_BYTES};
-use crate::twin_x64::{annotations, loop_back, loop_head, Mark};
+use crate::twin_x64::{loop_back, loop_head, native_code, Mark};
 
 use super::{dims, GROUPS, GROUP_BYTES, PANEL_BLOCK_BYTES, QUANTS_AT};
 
@@ -216,13 +216,7 @@ unsafe impl Twin for Q8MatmulX64 {
             });
         }
         let (emitted, marks) = self.emit_marked()?;
-        let loops = annotations(&emitted, &marks, self.name())?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            pool: None,
-            bytes: emitted.bytes,
-            loops,
-        })
+        native_code(emitted, &marks, self.name())
     }
 
     /// Chunks of vectors outermost ([`chunk_vectors`] a chunk), each
