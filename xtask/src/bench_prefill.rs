@@ -12,9 +12,9 @@
 //! plan cache makes the second compile warm). A sample of Weft is the time
 //! of `reset()` and `prefill(prompt)` from an empty context, which returns
 //! the last token's logits: the time to the first token. Two ways are
-//! timed: chunked (the engine's default chunk,
-//! [`weft_llm::engine::prefill_batch`] tokens through the prefill's
-//! kernels) and a token at a time (`set_prefill_chunk(1)`: the decode
+//! timed: chunked (the plan's chunk, which the planner chose from prices,
+//! [`weft_llm::engine::choose_prefill_chunk`], tokens through the
+//! prefill's kernels) and a token at a time (`set_prefill_chunk(1)`: the decode
 //! step's kernels, the baseline of the TTFT speedup). Before anything is
 //! timed, one warm-up of every candidate checks what makes the comparison
 //! fair: on every prompt and thread count the chunked prefill's last

@@ -111,7 +111,7 @@ pub(crate) fn explain_text(
 
 pub(crate) fn explain(a: ExplainArgs) -> Result<(), String> {
     let c = config(&a.model)?;
-    let plan = compile(&c)?;
+    let plan = compile(&c)?.plan;
     let text = explain_text(&plan, &a.site, a.width).map_err(|e| e.to_string())?;
     emit(&text)
 }
@@ -143,7 +143,9 @@ mod tests {
             cache: CacheLocation::InMemory,
             ..Options::default()
         };
-        engine::compile_plan(&small(), options, &mut |_, _| {}).expect("the plan compiles")
+        engine::compile_plan(&small(), options, &mut |_, _| {})
+            .expect("the plan compiles")
+            .plan
     }
 
     #[test]

@@ -87,11 +87,12 @@ struct RunArgs {
     /// Keep generating past end-of-turn tokens (for timing).
     #[arg(long)]
     ignore_eos: bool,
-    /// Prompt tokens per chunk (1 to 64; 1 feeds a token at a time
-    /// through the decode step's kernels). Default: the prefill batch the
-    /// plan is compiled for (64). Every chunk of 2 or more gives the same
-    /// logits; a token at a time differs in the last bits (another matrix
-    /// contract).
+    /// Prompt tokens per chunk (1 up to the plan's chunk; 1 feeds a token
+    /// at a time through the decode step's kernels). Default: the chunk
+    /// the planner compiled the prefill for, chosen from prices among 32,
+    /// 64, 128, 256 and 512 (`weft plan` shows the estimates). Every chunk
+    /// of 2 or more gives the same logits; a token at a time differs in
+    /// the last bits (another matrix contract).
     #[arg(long)]
     batch: Option<usize>,
 }
@@ -200,7 +201,7 @@ fn compile_bar() -> ProgressBar {
 }
 
 /// Compile the plan of `c`, with the progress bar.
-fn compile(c: &Config) -> Result<CompiledPlan, String> {
+fn compile(c: &Config) -> Result<engine::ModelPlan, String> {
     let bar = compile_bar();
     let plan = engine::compile_plan(c, options()?, &mut |done, total| {
         bar.set_length(total as u64);
@@ -266,13 +267,14 @@ fn run(a: RunArgs) -> Result<(), String> {
         .filter(|s| matches!(s.kind, Kind::Twin { .. }))
         .count();
     eprintln!(
-        "weft: {} ({} layers) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; KV cache {} × {} positions; {threads} thread{}",
+        "weft: {} ({} layers) loaded in {load_s:.2} s; plan of {} sites ({twins} twins) in {plan_s:.2} s; prompt chunk {}; KV cache {} × {} positions; {threads} thread{}",
         match &model.source {
             weft_llm::Source::File(p) => p.display().to_string(),
             weft_llm::Source::Embedded => "embedded model".to_owned(),
         },
         engine.config().layers,
         engine.plan().sites().len(),
+        engine.prefill_chunk(),
         engine.config().kv.name(),
         engine.config().max_seq,
         if threads == 1 { "" } else { "s" },
@@ -339,12 +341,12 @@ fn run(a: RunArgs) -> Result<(), String> {
 
 fn plan(a: PlanArgs) -> Result<(), String> {
     let c = config(&a.model)?;
-    let plan = compile(&c)?;
+    let engine::ModelPlan { plan, chunk } = compile(&c)?;
     if a.json {
         let text = serde_json::to_string_pretty(plan.report()).map_err(|e| e.to_string())?;
         emit(&format!("{text}\n"))
     } else {
-        emit(&plan.report().to_string())
+        emit(&format!("{chunk}\n{}", plan.report()))
     }
 }
 

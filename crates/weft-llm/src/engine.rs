@@ -29,7 +29,8 @@
 //! rows for `p`. The real model follows llama.cpp's greedy continuations
 //! with either, but for near ties (`tests/real_model.rs`).
 //!
-//! A prompt runs the same flow over a chunk of `n ≤ 64` tokens at
+//! A prompt runs the same flow over a chunk of `n` tokens (at most the
+//! plan's chunk, which the planner chooses: [`choose_prefill_chunk`]) at
 //! positions `p..p + n` with the prefill sites (see [`Engine`]): the
 //! activations are `n` rows, the matrix products are `q8_0.matmul` over
 //! weights packed into panels when the engine is built, the K and V
@@ -142,7 +143,7 @@ pub enum EngineError {
     BadChunk {
         /// Tokens asked for.
         tokens: usize,
-        /// The prefill batch the plan was compiled for.
+        /// The prompt chunk the plan was compiled for.
         most: usize,
     },
 }
@@ -193,7 +194,7 @@ impl Role {
 }
 
 /// Which kernels a [`Kernels`] holds: the decode step's (every role at
-/// one token) or the prefill's (batched roles at [`PREFILL_BATCH`] tokens,
+/// one token) or the prefill's (batched roles at the plan's prompt chunk,
 /// the head's from the decode set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum KernelSet {
@@ -223,11 +224,13 @@ impl KernelSet {
     }
 }
 
-/// Tokens a prefill site is compiled for, and the default chunk: each
-/// chunk's matrix products (`q8_0.matmul`) read every weight panel once
-/// for this many tokens. 64 tokens keep a tile's vectors and the chunk's
-/// activations in L1/L2 while the products run near their compute peak.
-pub const PREFILL_BATCH: usize = 64;
+/// The prompt chunk lengths the planner weighs ([`choose_prefill_chunk`]).
+/// A chunk's matrix products (`q8_0.matmul`) read every weight panel once
+/// for all of its tokens, so longer chunks amortise the weights; past
+/// some length the chunk's activations leave the caches and the
+/// elementwise sites between the products pay for it. Where that turns
+/// depends on the host's caches, so the plan decides, from prices.
+pub const PREFILL_CHUNKS: [usize; 5] = [32, 64, 128, 256, 512];
 
 /// An extent of the model that sizes a site, as [`Config`] holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +267,7 @@ macro_rules! roles {
         /// The labels of the plan's sites, in plan order.
         pub const SITE_NAMES: [&str; SITES] = [$($label),*];
 
-        /// The labels of the prefill sites: each role at the prefill batch
+        /// The labels of the prefill sites: each role at the plan's chunk
         /// (only the roles [`Role::batched`] says run batched are sites).
         pub const PREFILL_NAMES: [&str; SITES] = [$(concat!($label, "@prefill")),*];
 
@@ -584,17 +587,135 @@ pub fn weight_residency(c: &Config, host: &weft_host::Host) -> Residency {
     }
 }
 
-/// Tokens a prefill chunk of `c` holds at most: [`PREFILL_BATCH`], or
-/// the whole cache when it is shorter.
-pub fn prefill_batch(c: &Config) -> usize {
-    PREFILL_BATCH.min(c.max_seq).max(1)
+/// The prompt chunk lengths [`choose_prefill_chunk`] weighs for `c`: those
+/// of [`PREFILL_CHUNKS`] the KV cache can hold, or the whole cache when
+/// it is shorter than every one.
+pub fn prefill_chunks(c: &Config) -> Vec<usize> {
+    let fit: Vec<usize> = PREFILL_CHUNKS
+        .into_iter()
+        .filter(|&n| n <= c.max_seq)
+        .collect();
+    if fit.is_empty() {
+        vec![c.max_seq.max(1)]
+    } else {
+        fit
+    }
+}
+
+/// The prompt chunk a plan is compiled for, and the estimates it was
+/// chosen by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkChoice {
+    /// Tokens per chunk: the prefill sites' batch and
+    /// [`Engine::prefill_chunk`]'s default.
+    pub chunk: usize,
+    /// Each length weighed, with its estimated cycles per prompt token
+    /// (`None`: no chunk-dependent site could be priced at every length).
+    pub per_token: Vec<(usize, Option<f64>)>,
+}
+
+impl std::fmt::Display for ChunkChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "prompt chunk {}", self.chunk)?;
+        if self.per_token.len() > 1 {
+            let est: Vec<String> = self
+                .per_token
+                .iter()
+                .map(|(n, c)| match c {
+                    Some(c) => format!("{n}: {c:.0}"),
+                    None => format!("{n}: unpriced"),
+                })
+                .collect();
+            write!(
+                f,
+                " (estimated cycles per prompt token, {})",
+                est.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Choose the prompt chunk of `c`'s plan: for each length of
+/// [`prefill_chunks`], `planner` estimates ([`Planner::estimate`]) every
+/// batched site at that length, and the length with the fewest cycles
+/// per prompt token wins (the shorter on a tie: less memory). A site's
+/// cycles count once per call a chunk makes (per layer for a block's
+/// role) over the chunk's tokens. Attention is left out: a prompt's
+/// attention work is the same at every chunk length (each query attends
+/// to the same keys), so it cannot separate them. So is any role some
+/// length could not price, so that every length is weighed over the
+/// same sites.
+pub fn choose_prefill_chunk(planner: &mut Planner, c: &Config) -> Result<ChunkChoice, EngineError> {
+    let lengths = prefill_chunks(c);
+    if lengths.len() == 1 {
+        return Ok(ChunkChoice {
+            chunk: lengths[0],
+            per_token: vec![(lengths[0], None)],
+        });
+    }
+    let weights = weight_residency(c, weft_host::host());
+    // prices[length][role]: cycles of one call, where priced.
+    let mut prices: Vec<Vec<Option<f64>>> = Vec::with_capacity(lengths.len());
+    for &n in &lengths {
+        let ops = Ops::new(c, n)?;
+        let sites = declared_sites(
+            &Shapes {
+                c,
+                ops: &ops,
+                weights,
+                set: KernelSet::Prefill,
+            },
+            &PREFILL_NAMES,
+        );
+        let mut row = vec![None; SITES];
+        for (role, site) in sites.iter().enumerate() {
+            if !ROLES[role].batched() || site.family == Family(weft_attention::FAMILY) {
+                continue;
+            }
+            row[role] = planner.estimate(site)?.map(|p| p.cycles);
+        }
+        prices.push(row);
+    }
+    let counted: Vec<usize> = (0..SITES)
+        .filter(|&r| prices.iter().all(|row| row[r].is_some()))
+        .collect();
+    let calls = |r: usize| {
+        if ROLES[r].per_layer() {
+            c.layers as f64
+        } else {
+            1.0
+        }
+    };
+    let per_token: Vec<(usize, Option<f64>)> = lengths
+        .iter()
+        .zip(&prices)
+        .map(|(&n, row)| {
+            let cycles: f64 = counted
+                .iter()
+                .map(|&r| row[r].unwrap_or(0.0) * calls(r))
+                .sum();
+            (n, (!counted.is_empty()).then(|| cycles / n as f64))
+        })
+        .collect();
+    // Only a strictly cheaper length displaces the best so far, so a tie
+    // keeps the shorter.
+    let chunk = per_token
+        .iter()
+        .fold(None::<(usize, f64)>, |best, &(n, c)| match (best, c) {
+            (Some((_, b)), Some(c)) if c < b => Some((n, c)),
+            (None, Some(c)) => Some((n, c)),
+            (best, _) => best,
+        })
+        .map_or(lengths[0], |(n, _)| n);
+    Ok(ChunkChoice { chunk, per_token })
 }
 
 /// The sites of `c`'s plan on this host, in plan order: every role at one
 /// token, labelled as [`SITE_NAMES`] lists them, then each batched role
-/// ([`Role::batched`]) at [`prefill_batch`] tokens, labelled as
-/// [`PREFILL_NAMES`] lists it.
-pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
+/// ([`Role::batched`]) at `chunk` tokens, labelled as [`PREFILL_NAMES`]
+/// lists it.
+pub fn sites(c: &Config, chunk: usize) -> Result<Vec<Site>, EngineError> {
     let weights = weight_residency(c, weft_host::host());
     let one = Ops::new(c, 1)?;
     let mut sites = declared_sites(
@@ -606,7 +727,7 @@ pub fn sites(c: &Config) -> Result<Vec<Site>, EngineError> {
         },
         &SITE_NAMES,
     );
-    let chunk = Ops::new(c, prefill_batch(c))?;
+    let chunk = Ops::new(c, chunk)?;
     let prefill = declared_sites(
         &Shapes {
             c,
@@ -640,19 +761,32 @@ pub fn catalogue() -> Result<Catalogue, PlanError> {
     Ok(catalogue)
 }
 
-/// Compile the plan of a model shaped `c`: [`sites`] over [`catalogue`],
-/// priced by weft-cost for this host, with the planner's `options`;
-/// `progress(done, total)` follows the compile. The cache is saved after.
+/// A model's compiled plan and the prompt chunk its prefill sites are
+/// compiled for.
+#[derive(Debug)]
+pub struct ModelPlan {
+    /// The plan.
+    pub plan: CompiledPlan,
+    /// The chunk and how it was chosen.
+    pub chunk: ChunkChoice,
+}
+
+/// Compile the plan of a model shaped `c`: the prompt chunk chosen by
+/// [`choose_prefill_chunk`], then [`sites`] at that chunk over
+/// [`catalogue`], priced by weft-cost for this host, with the planner's
+/// `options`; `progress(done, total)` follows the compile. The cache is
+/// saved after.
 pub fn compile_plan(
     c: &Config,
     options: Options,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<CompiledPlan, EngineError> {
+) -> Result<ModelPlan, EngineError> {
     let mut planner = Planner::for_host(catalogue()?, weft_host::Host::detect(), options);
-    let plan = planner.compile_with_progress(&sites(c)?, progress)?;
+    let chunk = choose_prefill_chunk(&mut planner, c)?;
+    let plan = planner.compile_with_progress(&sites(c, chunk.chunk)?, progress)?;
     // A cache that cannot be written only costs the next run its time.
     let _ = planner.save_cache();
-    Ok(plan)
+    Ok(ModelPlan { plan, chunk })
 }
 
 /// One role's compiled kernel, with what its table line says.
@@ -864,7 +998,7 @@ impl Kernel<Q8MatvecArgs> {
     }
 }
 
-/// The activations of up to [`prefill_batch`] tokens (a decode step uses
+/// The activations of up to a prompt chunk's tokens (a decode step uses
 /// the first row of each) and the KV cache.
 struct State {
     x: Vec<f32>,
@@ -1000,7 +1134,8 @@ impl State {
 /// # The prompt in chunks
 ///
 /// [`Engine::prefill`] feeds a prompt in chunks of up to
-/// [`Engine::prefill_chunk`] tokens (default [`prefill_batch`]): every
+/// [`Engine::prefill_chunk`] tokens (default: the plan's chunk,
+/// [`choose_prefill_chunk`]): every
 /// batched role ([`Role::batched`]) runs once per chunk over all of its
 /// tokens, so each matrix product reads its weights once per chunk
 /// instead of once per token, and attention takes the chunk's queries
@@ -1027,9 +1162,11 @@ pub struct Engine {
     prefill_kernels: Kernels,
     matmuls: Matmuls,
     /// `ops[n - 1]`: the operations over `n` tokens, `n` up to the
-    /// prefill batch.
+    /// plan's chunk.
     ops: Vec<Ops>,
     chunk: usize,
+    /// The plan's chunk and the estimates that chose it.
+    chunk_choice: ChunkChoice,
     labels: Vec<&'static str>,
     rope_table: RopeTable,
     exec: Executor,
@@ -1061,7 +1198,8 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Engine, EngineError> {
         let c = &weights.config;
-        let batch = prefill_batch(c);
+        let ModelPlan { plan, chunk } = compile_plan(c, options, progress)?;
+        let batch = chunk.chunk;
         let ops = (1..=batch)
             .map(|n| Ops::new(c, n))
             .collect::<Result<Vec<_>, _>>()?;
@@ -1072,7 +1210,6 @@ impl Engine {
                     refusal,
                 }
             })?;
-        let plan = compile_plan(c, options, progress)?;
         let kernels = Kernels::new(&plan, KernelSet::Decode)?;
         let prefill_kernels = Kernels::new(&plan, KernelSet::Prefill)?;
         let matmuls = Matmuls::new(&plan, &weights)?;
@@ -1093,6 +1230,7 @@ impl Engine {
             matmuls,
             ops,
             chunk: batch,
+            chunk_choice: chunk,
             labels,
             rope_table,
             exec: Executor::new(threads),
@@ -1127,7 +1265,13 @@ impl Engine {
         self.chunk
     }
 
-    /// Feed prompts in chunks of `tokens` (`1..=`[`prefill_batch`]; 1
+    /// The chunk the plan's prefill sites are compiled for (the most
+    /// [`Engine::set_prefill_chunk`] accepts), and how the planner chose it.
+    pub fn chunk_choice(&self) -> &ChunkChoice {
+        &self.chunk_choice
+    }
+
+    /// Feed prompts in chunks of `tokens` (`1..=` the plan's chunk; 1
     /// feeds a token at a time through the decode step's kernels);
     /// [`EngineError::BadChunk`] otherwise. The logits are the same for
     /// every length of 2 or more (see the type's docs).
@@ -1394,11 +1538,12 @@ struct Clock {
 mod tests {
     use std::sync::Arc;
 
-    use weft_kernel::Family;
-    use weft_plan::{CacheLocation, EmitMode, Options};
+    use weft_kernel::{Family, Host};
+    use weft_plan::{CacheLocation, EmitMode, Options, Planner};
 
     use super::{
-        sites, Engine, LayerCache, KERNEL_FIELDS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
+        catalogue, choose_prefill_chunk, compile_plan, prefill_chunks, sites, Engine, LayerCache,
+        KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
     };
     use crate::weights::BLOCK;
     use crate::{synthetic, Config, KvCache};
@@ -1431,6 +1576,57 @@ mod tests {
         };
         let w = Arc::new(synthetic::weights(c));
         Engine::new(w, options, 1, &mut |_, _| {}).expect("the plan compiles")
+    }
+
+    #[test]
+    fn chunk_lengths_are_those_the_cache_holds_or_else_the_whole_cache() {
+        let at = |max_seq| prefill_chunks(&Config { max_seq, ..small() });
+        assert_eq!(at(8), [8]);
+        assert_eq!(at(31), [31]);
+        assert_eq!(at(200), [32, 64, 128]);
+        assert_eq!(at(8192), PREFILL_CHUNKS);
+    }
+
+    /// The planner weighs every length the cache holds, takes the first
+    /// with the fewest estimated cycles per token, and the plan's prefill
+    /// sites are compiled at it.
+    #[test]
+    fn the_plan_is_compiled_for_the_chunk_with_the_fewest_estimated_cycles_a_token() {
+        let c = Config {
+            max_seq: 200,
+            ..small()
+        };
+        let options = || Options {
+            cache: CacheLocation::InMemory,
+            racing: false,
+            ..Options::default()
+        };
+        let mut planner =
+            Planner::for_host(catalogue().expect("catalogue"), Host::detect(), options());
+        let choice = choose_prefill_chunk(&mut planner, &c).expect("choice");
+        let lengths: Vec<usize> = choice.per_token.iter().map(|p| p.0).collect();
+        assert_eq!(lengths, prefill_chunks(&c));
+        let cycles: Vec<f64> = choice
+            .per_token
+            .iter()
+            .map(|p| p.1.expect("every length priced"))
+            .collect();
+        let least = cycles.iter().copied().fold(f64::INFINITY, f64::min);
+        let first = cycles.iter().position(|&x| x == least).expect("a least");
+        assert_eq!(choice.chunk, lengths[first], "{choice}");
+        let plan = compile_plan(&c, options(), &mut |_, _| {}).expect("plan");
+        assert_eq!(plan.chunk, choice);
+        for site in &plan.plan.sites()[SITES..] {
+            let g = &site.geometry;
+            let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));
+            let len = g.get("len");
+            let n = choice.chunk as u64;
+            assert!(
+                rows == Some(n) || len.is_some_and(|l| l % n == 0),
+                "{}: {g:?}",
+                site.label
+            );
+        }
     }
 
     /// A binary16 cache holds each key and value rounded once from the
@@ -1480,7 +1676,7 @@ mod tests {
 
     #[test]
     fn every_site_carries_its_label_in_plan_order() {
-        let sites = sites(&small()).expect("sites");
+        let sites = sites(&small(), 8).expect("sites");
         let labels: Vec<&str> = sites.iter().map(|s| s.label()).collect();
         let prefill = (0..SITES).filter(|&i| ROLES[i].batched());
         let want: Vec<&str> = SITE_NAMES
@@ -1515,7 +1711,7 @@ mod tests {
     fn every_matrix_site_is_shaped_like_the_tensor_its_role_names() {
         let c = small();
         let w = synthetic::weights(&c);
-        let sites = sites(&c).expect("sites");
+        let sites = sites(&c, 8).expect("sites");
         let mut matrices = 0;
         for (site, role) in sites.iter().zip(ROLES) {
             if site.family != Family(weft_q8::FAMILY) {
@@ -1554,7 +1750,7 @@ mod tests {
     /// An activation quantiser is as wide as the matrix product after it.
     #[test]
     fn every_quantiser_is_as_wide_as_the_matrix_it_feeds() {
-        let sites = sites(&small()).expect("sites");
+        let sites = sites(&small(), 8).expect("sites");
         for (i, site) in sites.iter().enumerate() {
             if site.family != Family(weft_q8::quantize::FAMILY) {
                 continue;
@@ -1603,7 +1799,7 @@ mod tests {
     /// A prompt of two chunks runs the embedding and every block's role
     /// once per chunk with the prefill sites (batched at the chunk's
     /// length), and the head once, after the last chunk, with the decode
-    /// sites; every prefill site is compiled for the prefill batch.
+    /// sites; every prefill site is compiled for the plan's chunk.
     #[test]
     fn a_two_chunk_prompt_runs_the_prefill_sites_per_chunk_and_the_head_once() {
         let c = Config {
@@ -1611,8 +1807,8 @@ mod tests {
             ..small()
         };
         let mut e = arm_engine(&c);
-        let batch = super::prefill_batch(&c);
-        assert_eq!(batch, 16, "the cache, shorter than PREFILL_BATCH");
+        let batch = e.chunk_choice().chunk;
+        assert_eq!(batch, 16, "the cache, shorter than every chunk length");
         for site in &e.plan().sites()[SITES..] {
             let g = &site.geometry;
             let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));

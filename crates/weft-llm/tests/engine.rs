@@ -183,7 +183,7 @@ fn chunked_prompts_agree_bit_for_bit_at_every_chunk_length_and_closely_with_one_
         assert_eq!(
             e.prefill_chunk(),
             c.max_seq,
-            "the prefill batch, cut to the cache"
+            "the whole cache, shorter than every chunk length"
         );
         for chunk in 1..=c.max_seq {
             e.reset();

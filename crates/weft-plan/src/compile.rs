@@ -210,6 +210,57 @@ impl Planner {
         })
     }
 
+    /// What `site` would cost, from bytes alone: the cheapest arm by price
+    /// (the first registered on a tie), then the cheapest of it and its
+    /// twins the host can run. Nothing is validated, raced or placed, so
+    /// this is an estimate for choosing between *sites* (a caller weighing
+    /// geometries, such as a prompt's chunk length), not a plan: a twin
+    /// that validation would refuse still counts. `None` when no body
+    /// could be priced; an unknown family is an error.
+    pub fn estimate(&mut self, site: &Site) -> Result<Option<Price>, PlanError> {
+        let entry = self.catalogue.family(site.family).cloned().ok_or_else(|| {
+            PlanError::UnknownFamily {
+                index: 0,
+                family: site.family.name().to_owned(),
+            }
+        })?;
+        let mut best: Option<(usize, Arc<Offer>, Price)> = None;
+        for (k, a) in entry.arms.iter().enumerate() {
+            let Ok(c) = self.arm_candidate(a.arm.as_ref(), k, site, 0) else {
+                continue;
+            };
+            if let Some(p) = c.price() {
+                if best.as_ref().is_none_or(|(_, _, b)| p.cycles < b.cycles) {
+                    best = Some((k, Arc::clone(&c.offer), *p));
+                }
+            }
+        }
+        let Some((arm, offer, mut price)) = best else {
+            return Ok(None);
+        };
+        if self.options.mode == EmitMode::Off {
+            return Ok(Some(price));
+        }
+        for twin in &entry.arms[arm].twins {
+            if twin.isa() != self.host.isa || require_features(&self.host, twin.requires()).is_err()
+            {
+                continue;
+            }
+            let Ok((code, hash)) = self.body(twin.name(), &offer, || {
+                emit_contained(twin.as_ref(), &offer)
+            }) else {
+                continue;
+            };
+            let nest = twin.nest(&offer);
+            if let Ok(p) = self.price(&code, hash, &nest, &offer, site.residency) {
+                if p.price.cycles < price.cycles {
+                    price = p.price;
+                }
+            }
+        }
+        Ok(Some(price))
+    }
+
     fn plan_site(
         &mut self,
         index: usize,

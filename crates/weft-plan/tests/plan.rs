@@ -1155,3 +1155,33 @@ fn the_plan_remembers_every_candidates_bytes_price_and_label() {
     let plan = p.compile(&self::sites()[..1]).expect("compile");
     assert_eq!(plan.sites()[0].label, weft_q8::FAMILY);
 }
+
+/// [`Planner::estimate`] weighs geometries, not bodies: it is the cheapest
+/// price among the arm and the twins the host runs, whether or not
+/// validation would accept them (the lazy twin's one byte is the cheapest
+/// here, though the plan refuses it), and the arm's own price with
+/// emission off.
+#[test]
+fn an_estimate_is_the_cheapest_priced_body_validated_or_not_and_the_arm_alone_when_off() {
+    let mut twins = f32x4_twins();
+    twins.push(Arc::new(Lazy));
+    for site in sites() {
+        let mut on = planner(catalogue(twins.clone()), EmitMode::On);
+        let estimate = on.estimate(&site).expect("estimate").expect("priced");
+        assert_eq!(estimate.cycles, 10.0, "the lazy twin's one byte");
+        let plan = on.compile(std::slice::from_ref(&site)).expect("compile");
+        let chosen = plan.sites()[0].price.expect("priced");
+        assert!(chosen.cycles > estimate.cycles, "{}", plan.report());
+
+        let mut off = planner(catalogue(twins.clone()), EmitMode::Off);
+        let estimate = off.estimate(&site).expect("estimate").expect("priced");
+        let plan = off.compile(std::slice::from_ref(&site)).expect("compile");
+        assert_eq!(plan.sites()[0].kind, Kind::Arm);
+        assert_eq!(Some(estimate), plan.sites()[0].price);
+    }
+    let mut p = planner(Catalogue::new(), EmitMode::On);
+    assert!(matches!(
+        p.estimate(&sites()[0]),
+        Err(PlanError::UnknownFamily { .. })
+    ));
+}

@@ -219,13 +219,14 @@ unsafe impl Twin for Q8MatmulX64 {
         native_code(emitted, &marks, self.name())
     }
 
-    /// Chunks of vectors outermost ([`chunk_vectors`] a chunk), each
-    /// building its scratch (`vectors × blocks`), then groups of `R`
-    /// panels (`pR.groups`), each with `chunk / T` full tiles
-    /// (`pR.tiles`, each a `pRvT.blocks` loop) and at most one tile of
-    /// the `chunk % T` rest (`pRvU.blocks`); then one group of the `panels
-    /// % R` rest with the same tiles. Trips are at the offer's whole
-    /// geometry (a member view runs a sub-range of the panels).
+    /// Chunks of vectors outermost ([`chunk_vectors`] a chunk, the last
+    /// the rest), each building its scratch (`vectors × blocks`), then
+    /// groups of `R` panels (`pR.groups`), each with the chunk's full
+    /// tiles of `T` (`pR.tiles`, each a `pRvT.blocks` loop) and at most
+    /// one tile of its rest (`pRvU.blocks`); then one group of the
+    /// `panels % R` rest with the same tiles. Per-chunk trips are the
+    /// chunks' means. Trips are at the offer's whole geometry (a member
+    /// view runs a sub-range of the panels).
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         let g = &offer.contract.geometry;
         let rows = g.get("rows").unwrap_or(0);
@@ -233,6 +234,13 @@ unsafe impl Twin for Q8MatmulX64 {
         let batch = g.get("batch").unwrap_or(1);
         let (r, t) = (u64::from(self.panels), u64::from(self.vecs));
         let chunk = chunk_vectors(blocks).clamp(1, batch.max(1));
+        let chunks = batch.max(1).div_ceil(chunk);
+        // Chunks are full but the last: a loop's trips are per entry, so
+        // a chunk's vectors and full tiles are the chunks' mean (rounded),
+        // which keeps the call's totals right when the last is short.
+        let last = batch.max(1) - (chunks - 1) * chunk;
+        let mean = |total: u64| (total + chunks / 2) / chunks;
+        let tiles = mean((chunks - 1) * (chunk / t) + last / t);
         let panels = rows.div_ceil(16);
         // Whether the group of `p` panels runs: the full groups while
         // `R` remain, a last one of the `panels % R` rest.
@@ -248,13 +256,16 @@ unsafe impl Twin for Q8MatmulX64 {
             .into_iter()
             .map(|(name, depth, walk)| {
                 let trips = match walk {
-                    Walk::Chunks => batch.div_ceil(chunk),
-                    Walk::ChunkVectors => chunk,
+                    Walk::Chunks => chunks,
+                    Walk::ChunkVectors => mean(batch.max(1)),
                     Walk::Blocks => blocks,
                     Walk::Groups => panels / r,
-                    Walk::Tiles(p) if runs(p) => chunk / t,
+                    Walk::Tiles(p) if runs(p) => tiles,
                     Walk::TileBlocks(p, u)
-                        if runs(p) && (u64::from(u) == t || chunk % t == u64::from(u)) =>
+                        if runs(p)
+                            && (u64::from(u) == t
+                                || (chunks > 1 && chunk % t == u64::from(u))
+                                || last % t == u64::from(u)) =>
                     {
                         blocks
                     }
