@@ -325,17 +325,26 @@ fn disagreements(
 
 /// Logits closer than this are a tie the two engines may break either way:
 /// they sum in other orders (and with `--kv f32` Weft keeps keys and
-/// values in binary32, llama.cpp in binary16).
-const NEAR_TIE: f32 = 0.25;
+/// values in binary32, llama.cpp in binary16). How far another order moves
+/// a logit on this model was measured between two of Weft's own contracts
+/// for the same products (`q8_0.matvec`'s four strided lanes and
+/// `q8_0.matmul`'s one FMA a block, 2026-12-05, on a 64-token prompt): up
+/// to 0.69, as a last-bit difference moves a quantised activation across a
+/// rounding step and grows through 30 layers. A gap of under 0.5 is within
+/// that.
+const NEAR_TIE: f32 = 0.5;
 
 /// Teacher-forced along llama.cpp's own greedy continuations of three
 /// prompts (24 tokens each, on the Q8_0 file, whose bytes are the ones
 /// Weft's loader makes of the Q4_1 file), Weft's greedy choice is
 /// llama.cpp's at every step but near ties, and those are rare — with the
 /// default binary16 KV cache (llama.cpp's too) and with `--kv f32`.
-/// (Measured on 2026-12-06: 71 of 72 steps agree with either; binary16
-/// misses step 5 of the third prompt, llama.cpp's token 0.07 logits below
-/// Weft's, binary32 step 19 of the first, 0.14 below.)
+/// (Measured on 2026-12-06, every block's product `q8_0.matmul`: 70 of 72
+/// steps agree with either cache; binary16 misses step 19 of the first
+/// prompt, llama.cpp's token 0.09 logits below Weft's, and step 5 of the
+/// third, 0.33 below; binary32 steps 5 and 10 of the third, 0.09 and 0.02.
+/// With `q8_0.matvec` at a step's products, before, 71 of 72 agreed, the
+/// same step 5 at 0.07.)
 #[test]
 #[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
 fn real_model_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
@@ -405,21 +414,16 @@ fn real_model_native_q8_0_file_is_the_loaded_q4_1_file_and_follows_llama_cpp() {
     }
 }
 
-/// The real model's prompts fed in chunks (the engine's default, 64
-/// tokens, and 3) against the same prompts fed a token at a time, on the
-/// pinned prompts (each chat-wrapped too, so chunks are full and ragged):
-/// teacher-forced along the token-at-a-time greedy continuation of
-/// [`REFERENCE_TOKENS`] tokens, the chunked engine's greedy choice is the
-/// same at every step but near ties, and those are rare; every chunk
-/// length of 2 or more gives the same digest of every logit returned. (A
-/// chunk's matrix products are `q8_0.matmul`, a step's `q8_0.matvec`: two
-/// contracts that round differently, so the two paths' logits differ in
-/// their last bits. Measured on 2026-12-05: 140 of 144 steps agree; the
-/// other 4 are within 0.13 logits, one of them step 19 of the first
-/// prompt, the near tie where Weft and llama.cpp part too.)
+/// The real model's prompts fed in chunks (the plan's chunk, and 3)
+/// against the same prompts fed a token at a time, on the pinned prompts
+/// (each chat-wrapped too, so chunks are full and ragged): the greedy
+/// continuation of [`REFERENCE_TOKENS`] tokens is the same, and so is every
+/// logit returned, bit for bit (the digests). A step's matrix products and
+/// a chunk's are one contract (`q8_0.matmul`), and every other site
+/// computes each token alone, so how a prompt is cut changes nothing.
 #[test]
 #[ignore = "needs the SmolLM2-135M model (cargo xtask fetch-model)"]
-fn real_model_chunked_prompts_follow_token_at_a_time_continuations_but_for_near_ties() {
+fn real_model_prompts_give_the_same_bits_in_chunks_and_a_token_at_a_time() {
     let model = weft_llm::Model::open(&model_path(), 256).expect("the model loads");
     let mut e = engine(&model);
     let chunk = e.prefill_chunk();
@@ -427,61 +431,26 @@ fn real_model_chunked_prompts_follow_token_at_a_time_continuations_but_for_near_
         chunk > 3,
         "the default chunk is {chunk}: nothing to compare"
     );
-    let argmax = |l: &[f32]| {
-        (0..l.len())
-            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
-            .expect("logits") as u32
-    };
-    let mut ties = 0;
     for (prompt, _) in LLAMA_CPP_Q8_0 {
         for raw in [true, false] {
             let ids = model.prompt_tokens(prompt, raw);
-            // The token-at-a-time continuation.
-            e.reset();
-            e.set_prefill_chunk(1).expect("chunk");
-            let mut logits = e.prefill(&ids).expect("prefill").to_vec();
-            let mut want = Vec::new();
-            for _ in 0..REFERENCE_TOKENS {
-                let next = argmax(&logits);
-                want.push(next);
-                logits = e.step(next).expect("decode step").to_vec();
-            }
-            // Chunked, forced along it.
-            let mut forced = |tokens: usize| {
+            let mut run = |tokens: usize| {
                 e.reset();
                 e.set_prefill_chunk(tokens).expect("chunk");
-                let mut logits = e.prefill(&ids).expect("prefill").to_vec();
-                let mut off = Vec::new();
-                for (step, &r) in want.iter().enumerate() {
-                    let best = argmax(&logits);
-                    if best != r {
-                        off.push((step, logits[best as usize] - logits[r as usize]));
-                    }
-                    logits = e.step(r).expect("decode step").to_vec();
+                e.prefill(&ids).expect("prefill");
+                let mut continuation = Vec::new();
+                for _ in 0..REFERENCE_TOKENS {
+                    let next = e.argmax();
+                    continuation.push(next);
+                    e.step(next).expect("decode step");
                 }
-                (off, e.digest())
+                (continuation, e.digest())
             };
-            let (off, digest) = forced(chunk);
-            assert_eq!(
-                forced(3),
-                (off.clone(), digest),
-                "{prompt:?}: chunks of {chunk} and of 3"
-            );
-            eprintln!("{prompt:?} raw {raw}: off at {off:?}");
-            for &(step, gap) in &off {
-                assert!(
-                    gap < NEAR_TIE,
-                    "{prompt:?}: step {step} is {gap} logits off"
-                );
-            }
-            ties += off.len();
+            let one = run(1);
+            assert_eq!(run(chunk), one, "{prompt:?} raw {raw}: chunks of {chunk}");
+            assert_eq!(run(3), one, "{prompt:?} raw {raw}: chunks of 3");
         }
     }
-    assert!(
-        ties <= 6,
-        "{ties} near ties in {} steps",
-        6 * REFERENCE_TOKENS
-    );
 }
 
 /// The real model runs its whole context: opened with a cache larger than

@@ -75,7 +75,8 @@
 //!   (with several, as `f32.gemm` has; on an exact tie the shipped arm,
 //!   the first listed, if it is among the tied), then the cheapest body
 //!   among that arm and its twins; on an exact tie the arm if it is among
-//!   the tied (the planner keeps it), else the tied candidates race and
+//!   the tied and none of them is cheaper under the floor (the planner
+//!   keeps it), else the tied candidates race and
 //!   the one measured fastest counts. A line before the last says at how
 //!   many geometries such a race decided, and the regret if the first
 //!   listed of the tied were taken instead.
@@ -245,6 +246,8 @@ struct Row {
     streamed: bool,
     measured: f64,
     predicted: f64,
+    /// The model's own cycles, before the floor.
+    model: f64,
     floor: f64,
     mca: Option<f64>,
     /// Predicted without the table's `scheduler` statement.
@@ -918,6 +921,7 @@ fn row<K>(
         streamed,
         measured,
         predicted: c.priced.price.cycles,
+        model: c.priced.model_cycles,
         floor: c.priced.price.floor,
         mca: mca_price(c, mca),
         unscheduled: c.unscheduled,
@@ -1319,11 +1323,14 @@ fn cheapest<'a>(group: &[&'a Row]) -> Vec<&'a Row> {
 
 /// One stage of the planner's choice among `cands`: the cheapest; on an
 /// exact tie `reference` (the shipped arm, or the chosen arm) if it is
-/// among the tied, else as `tie` says. Whether the tied raced, too.
+/// among the tied and no tied one's own cycles under the floor are fewer
+/// than its own, else as `tie` says. Whether the tied raced, too.
 fn stage<'a>(cands: &[&'a Row], reference: Option<&Row>, tie: Tie) -> (&'a Row, bool) {
     let tied = cheapest(cands);
     if let Some(r) = reference.and_then(|r| tied.iter().copied().find(|t| std::ptr::eq(*t, r))) {
-        return (r, false);
+        if tied.iter().all(|t| t.model >= r.model) {
+            return (r, false);
+        }
     }
     let first = tied.first().copied().unwrap_or(cands[0]);
     if tied.len() < 2 {
@@ -1801,6 +1808,7 @@ mod tests {
             streamed: false,
             measured,
             predicted,
+            model: predicted,
             floor: measured / 10.0,
             mca: None,
             unscheduled: None,

@@ -91,8 +91,7 @@ struct RunArgs {
     /// at a time through the decode step's kernels). Default: the chunk
     /// the planner compiled the prefill for, chosen from prices among 32,
     /// 64, 128, 256 and 512 (`weft plan` shows the estimates). Every chunk
-    /// of 2 or more gives the same logits; a token at a time differs in
-    /// the last bits (another matrix contract).
+    /// length, 1 included, gives the same logits, bit for bit.
     #[arg(long)]
     batch: Option<usize>,
 }

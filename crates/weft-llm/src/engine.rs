@@ -29,13 +29,19 @@
 //! rows for `p`. The real model follows llama.cpp's greedy continuations
 //! with either, but for near ties (`tests/real_model.rs`).
 //!
+//! Every block's matrix product is `q8_0.matmul` over the matrix packed
+//! into panels when the engine is built (`Panels`): at one token for a
+//! step. (At one token it is as fast as `q8_0.matvec` on one thread and
+//! faster on two, `docs/PERFORMANCE.md`, and it makes a step and a prompt
+//! chunk one contract.) The head's product is `q8_0.matvec` on the token
+//! embeddings' rows, which the embedding looks up by token.
+//!
 //! A prompt runs the same flow over a chunk of `n` tokens (at most the
 //! plan's chunk, which the planner chooses: [`choose_prefill_chunk`]) at
 //! positions `p..p + n` with the prefill sites (see [`Engine`]): the
-//! activations are `n` rows, the matrix products are `q8_0.matmul` over
-//! weights packed into panels when the engine is built, the K and V
-//! projections write the `n` cache rows at once, and attention takes `n`
-//! queries causally; the head runs for the last token.
+//! activations are `n` rows, the matrix products take the `n` vectors at
+//! once, the K and V projections write the `n` cache rows at once, and
+//! attention takes `n` queries causally; the head runs for the last token.
 //!
 //! # One table of roles
 //!
@@ -296,15 +302,13 @@ macro_rules! roles {
         impl Kernels {
             /// The kernels of `set`: each role's from the plan's site
             /// `set.index(role)`, labelled as that site is.
-            /// The prefill set's matrix products hold the decode kernels:
-            /// a chunk calls [`Matmuls`] for those roles instead.
             fn new(plan: &CompiledPlan, set: KernelSet) -> Result<Kernels, PlanError> {
-                let set_of = |slot: usize| if PRODUCTS[slot] { KernelSet::Decode } else { set };
                 Ok(Kernels {
                     $($kernel: Kernel {
-                        code: plan.kernel(set_of(Slot::$kernel as usize).index(Slot::$kernel as usize))?,
-                        slot: set_of(Slot::$kernel as usize).index(Slot::$kernel as usize),
-                        label: set_of(Slot::$kernel as usize).label(Slot::$kernel as usize),
+                        code: plan.kernel(set.index(Slot::$kernel as usize))?,
+                        slot: set.index(Slot::$kernel as usize),
+                        role: Slot::$kernel as usize,
+                        label: set.label(Slot::$kernel as usize),
                         tensor: concat!($label, ".weight"),
                         extents: roles!(@extents $($extents)?),
                     },)*
@@ -332,8 +336,8 @@ macro_rules! roles {
             per_role.iter().sum()
         }
 
-        /// Which roles are matrix products (a prompt chunk runs them
-        /// through `q8_0.matmul`, [`Matmuls`]).
+        /// Which roles multiply by a block's matrix packed into panels
+        /// (`q8_0.matmul`, [`Panels`]).
         const PRODUCTS: [bool; SITES] = [$(<$args as Declared>::PRODUCT),*];
 
         /// Each line's kernel field, for the test that it matches the label.
@@ -350,21 +354,21 @@ roles! {
     token_embd:      EmbedArgs      = "token_embd";
     attn_norm:       RmsNormArgs    = "blk.*.attn_norm";
     attn_norm_q8:    Q8QuantizeArgs = "blk.*.attn_norm.q8", Dim;
-    attn_q:          Q8MatvecArgs   = "blk.*.attn_q", (Dim, Dim);
-    attn_k:          Q8MatvecArgs   = "blk.*.attn_k", (KvDim, Dim);
-    attn_v:          Q8MatvecArgs   = "blk.*.attn_v", (KvDim, Dim);
+    attn_q:          Q8MatmulArgs   = "blk.*.attn_q", (Dim, Dim);
+    attn_k:          Q8MatmulArgs   = "blk.*.attn_k", (KvDim, Dim);
+    attn_v:          Q8MatmulArgs   = "blk.*.attn_v", (KvDim, Dim);
     rope:            RopeArgs       = "blk.*.rope";
     attention:       AttentionArgs  = "blk.*.attention";
     attention_q8:    Q8QuantizeArgs = "blk.*.attention.q8", Dim;
-    attn_output:     Q8MatvecArgs   = "blk.*.attn_output", (Dim, Dim);
+    attn_output:     Q8MatmulArgs   = "blk.*.attn_output", (Dim, Dim);
     attn_residual:   AddArgs        = "blk.*.attn_residual";
     ffn_norm:        RmsNormArgs    = "blk.*.ffn_norm";
     ffn_norm_q8:     Q8QuantizeArgs = "blk.*.ffn_norm.q8", Dim;
-    ffn_gate:        Q8MatvecArgs   = "blk.*.ffn_gate", (Hidden, Dim);
-    ffn_up:          Q8MatvecArgs   = "blk.*.ffn_up", (Hidden, Dim);
+    ffn_gate:        Q8MatmulArgs   = "blk.*.ffn_gate", (Hidden, Dim);
+    ffn_up:          Q8MatmulArgs   = "blk.*.ffn_up", (Hidden, Dim);
     ffn_silu_mul:    SiluMulArgs    = "blk.*.ffn_silu_mul";
     ffn_silu_mul_q8: Q8QuantizeArgs = "blk.*.ffn_silu_mul.q8", Hidden;
-    ffn_down:        Q8MatvecArgs   = "blk.*.ffn_down", (Dim, Hidden);
+    ffn_down:        Q8MatmulArgs   = "blk.*.ffn_down", (Dim, Hidden);
     ffn_residual:    AddArgs        = "blk.*.ffn_residual";
     output_norm:     RmsNormArgs    = "output_norm";
     output_norm_q8:  Q8QuantizeArgs = "output_norm.q8", Dim;
@@ -420,9 +424,6 @@ struct Shapes<'a> {
     c: &'a Config,
     ops: &'a Ops,
     weights: Residency,
-    /// Which kernels the sites are for (a matrix product's family
-    /// depends on it).
-    set: KernelSet,
 }
 
 /// What the table's line says about a site whose kernel takes these
@@ -440,7 +441,8 @@ trait Declared: KernelArgs {
     fn matrix_elements(_extents: Self::Extents, _c: &Config) -> u64 {
         0
     }
-    /// The role is a matrix product (its prefill site is `q8_0.matmul`).
+    /// The role multiplies by its block's matrix packed into panels
+    /// (`q8_0.matmul`; [`Panels`] packs it when the engine is built).
     const PRODUCT: bool = false;
 }
 
@@ -475,26 +477,40 @@ impl Declared for Q8QuantizeArgs {
     }
 }
 
-/// A matrix product's extents: the rows and columns of its matrix.
-/// A decode step's site is `q8_0.matvec`; a prompt chunk's is
-/// `q8_0.matmul` at the same extents (weights packed by [`Matmuls`]).
-impl Declared for Q8MatvecArgs {
+/// A block's matrix product. Extents: the rows and columns of its
+/// matrix. A step's site and a chunk's are both `q8_0.matmul` (at one
+/// token and at the chunk), on the matrix packed into panels by
+/// [`Panels`], so a prompt gives the same bits fed a token at a time or
+/// in chunks of any length.
+impl Declared for Q8MatmulArgs {
     type Extents = (Extent, Extent);
     const WEIGHTED: bool = true;
     const PRODUCT: bool = true;
     fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
         let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
         let batch = s.ops.rows as u64;
-        let site = match s.set {
-            KernelSet::Decode => Site::new(
-                Family(weft_q8::FAMILY),
-                weft_q8::geometry(rows, cols, batch),
-            ),
-            KernelSet::Prefill => {
-                Site::new(Family(matmul::FAMILY), matmul::geometry(rows, cols, batch))
-            }
-        };
-        site.with_residency(s.weights)
+        Site::new(Family(matmul::FAMILY), matmul::geometry(rows, cols, batch))
+            .with_residency(s.weights)
+    }
+    fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
+        rows.of(c) as u64 * cols.of(c) as u64
+    }
+}
+
+/// The output projection: `q8_0.matvec` on the token embeddings' rows as
+/// the file stores them (the embedding looks rows up by token, so the
+/// table stays row-major; the head runs once per step, never batched).
+impl Declared for Q8MatvecArgs {
+    type Extents = (Extent, Extent);
+    const WEIGHTED: bool = true;
+    fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
+        let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
+        let batch = s.ops.rows as u64;
+        Site::new(
+            Family(weft_q8::FAMILY),
+            weft_q8::geometry(rows, cols, batch),
+        )
+        .with_residency(s.weights)
     }
     fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
         rows.of(c) as u64 * cols.of(c) as u64
@@ -664,7 +680,6 @@ pub fn choose_prefill_chunk(planner: &mut Planner, c: &Config) -> Result<ChunkCh
                 c,
                 ops: &ops,
                 weights,
-                set: KernelSet::Prefill,
             },
             &PREFILL_NAMES,
         );
@@ -723,7 +738,6 @@ pub fn sites(c: &Config, chunk: usize) -> Result<Vec<Site>, EngineError> {
             c,
             ops: &one,
             weights,
-            set: KernelSet::Decode,
         },
         &SITE_NAMES,
     );
@@ -733,7 +747,6 @@ pub fn sites(c: &Config, chunk: usize) -> Result<Vec<Site>, EngineError> {
             c,
             ops: &chunk,
             weights,
-            set: KernelSet::Prefill,
         },
         &PREFILL_NAMES,
     );
@@ -794,6 +807,8 @@ struct Kernel<A: Declared> {
     code: SiteKernel<A>,
     /// Its index in the plan and in the clock.
     slot: usize,
+    /// Its role's index in [`ROLES`].
+    role: usize,
     label: &'static str,
     /// The tensor it reads, if its arguments take weights.
     tensor: &'static str,
@@ -858,33 +873,22 @@ fn timed_call<A: KernelArgs>(
     Ok(())
 }
 
-/// A prompt chunk's matrix products: each product role's `q8_0.matmul`
-/// kernel (its prefill site) and every layer's matrix packed into the
-/// `q8_0.panel16` layout once, when the engine is built.
-struct Matmuls {
-    /// Per role (`None` for a role that is not a batched product).
-    kernels: Vec<Option<SiteKernel<Q8MatmulArgs>>>,
-    /// Per layer, per role.
+/// Every block's matrices of the product roles ([`Declared::PRODUCT`]),
+/// packed into the `q8_0.panel16` layout once, when the engine is built:
+/// the weights of every `q8_0.matmul` call, a step's and a chunk's.
+struct Panels {
+    /// Per layer, per role (`None` for a role that is not a product).
     panels: Vec<Vec<Option<Q8PanelWeights>>>,
 }
 
-impl Matmuls {
-    fn new(plan: &CompiledPlan, w: &Weights) -> Result<Matmuls, EngineError> {
-        let products = |slot: &usize| PRODUCTS[*slot] && ROLES[*slot].batched();
-        let mut kernels = Vec::with_capacity(SITES);
-        for slot in 0..SITES {
-            kernels.push(if products(&slot) {
-                Some(plan.kernel(KernelSet::Prefill.index(slot))?)
-            } else {
-                None
-            });
-        }
+impl Panels {
+    fn new(w: &Weights) -> Result<Panels, EngineError> {
         let mut panels = Vec::with_capacity(w.config.layers);
         for layer in 0..w.config.layers {
             let mut per_role = Vec::with_capacity(SITES);
             for (slot, role) in ROLES.iter().enumerate() {
                 per_role.push(match role.tensor {
-                    Some(tensor) if products(&slot) => {
+                    Some(tensor) if PRODUCTS[slot] => {
                         let m = w.matrix(tensor, layer).ok_or(EngineError::MissingTensor {
                             site: role.label,
                             tensor,
@@ -901,39 +905,32 @@ impl Matmuls {
             }
             panels.push(per_role);
         }
-        Ok(Matmuls { kernels, panels })
+        Ok(Panels { panels })
     }
+}
 
-    /// `y = W · x` for each of the call's rows, `W` role `slot`'s matrix
-    /// of block `layer`, packed.
-    fn run(
+impl Kernel<Q8MatmulArgs> {
+    /// `y = W · x` for each of the call's rows (`y[n · rows + r]`), `W`
+    /// the role's matrix of block `layer`, packed.
+    fn matmul(
         &self,
         call: &mut Call<'_>,
-        slot: Slot,
+        panels: &Panels,
         layer: usize,
         x: &[u8],
         y: &mut [f32],
     ) -> Result<(), EngineError> {
-        let slot = slot as usize;
-        let (label, site) = (PREFILL_NAMES[slot], KernelSet::Prefill.index(slot));
-        let (Some(code), Some(Some(w))) = (
-            &self.kernels[slot],
-            self.panels.get(layer).map(|p| &p[slot]),
-        ) else {
-            return Err(EngineError::MissingTensor {
-                site: label,
-                tensor: ROLES[slot].tensor.unwrap_or(label),
-            });
+        let Some(Some(w)) = panels.panels.get(layer).map(|p| &p[self.role]) else {
+            return Err(self.missing());
         };
-        let batch = call.ops.rows;
         let args = Q8MatmulArgs::from_slices(
             w.bytes(),
             x,
             y,
-            (w.rows(), BLOCK_LEN * w.blocks(), batch),
+            (w.rows(), BLOCK_LEN * w.blocks(), call.ops.rows),
             0..w.rows(),
         );
-        timed_call(code, site, label, call, args)
+        self.run(call, args)
     }
 }
 
@@ -1143,24 +1140,21 @@ impl State {
 /// after the chunk's keys and values are in the cache. Only the prompt's
 /// last token goes through the head.
 ///
-/// Which sites are bit-identical between a chunk and a token at a time:
-/// every one but the matrix products. The quantiser is per vector; the
-/// norms, RoPE (absolute positions), SiLU·mul and the residual adds are
-/// per row or per element; attention computes each (head, query) alone
-/// over the same keys in the same blocks. A chunk's matrix products are
-/// `q8_0.matmul` (one FMA per block and output), a step's `q8_0.matvec`
-/// (four strided lanes, no FMA): both per vector, but rounding
-/// differently. So every chunk length of 2 or more gives **the same
-/// bits** (tested through [`Engine::digest`] at every length), and chunks
-/// of 1 (the token-at-a-time path, the decode step's kernels) give logits
-/// a few ulps away; the real model follows the same greedy continuation
-/// but for near ties (`tests/real_model.rs`).
+/// Every site is bit-identical between a chunk and a token at a time. The
+/// quantiser is per vector; the norms, RoPE (absolute positions),
+/// SiLU·mul and the residual adds are per row or per element; attention
+/// computes each (head, query) alone over the same keys in the same
+/// blocks; the matrix products are `q8_0.matmul` at every batch (one FMA
+/// per block and output, per vector). So every chunk length, 1 included
+/// (the token-at-a-time path, the decode step's kernels), gives **the
+/// same bits** (`tests/engine.rs` at every length on a small model,
+/// `tests/real_model.rs` on SmolLM2's pinned prompts).
 pub struct Engine {
     weights: Arc<Weights>,
     plan: CompiledPlan,
     kernels: Kernels,
     prefill_kernels: Kernels,
-    matmuls: Matmuls,
+    panels: Panels,
     /// `ops[n - 1]`: the operations over `n` tokens, `n` up to the
     /// plan's chunk.
     ops: Vec<Ops>,
@@ -1212,7 +1206,7 @@ impl Engine {
             })?;
         let kernels = Kernels::new(&plan, KernelSet::Decode)?;
         let prefill_kernels = Kernels::new(&plan, KernelSet::Prefill)?;
-        let matmuls = Matmuls::new(&plan, &weights)?;
+        let panels = Panels::new(&weights)?;
         let labels = SITE_NAMES
             .into_iter()
             .chain(
@@ -1227,7 +1221,7 @@ impl Engine {
             plan,
             kernels,
             prefill_kernels,
-            matmuls,
+            panels,
             ops,
             chunk: batch,
             chunk_choice: chunk,
@@ -1363,8 +1357,8 @@ impl Engine {
     }
 
     /// Feed `tokens` (checked ids, room checked) at the next positions,
-    /// each batched role once over all of them (the prefill's kernels and
-    /// [`Matmuls`] when `chunked`, the decode step's otherwise); then, if
+    /// each batched role once over all of them (the prefill's kernels when
+    /// `chunked`, the decode step's otherwise); then, if
     /// `head`, the last token's logits and greedy choice, hashed into the
     /// digest.
     fn forward(&mut self, tokens: &[u32], head: bool, chunked: bool) -> Result<(), EngineError> {
@@ -1375,7 +1369,7 @@ impl Engine {
         let Engine {
             kernels,
             prefill_kernels,
-            matmuls,
+            panels,
             ops,
             rope_table,
             exec,
@@ -1406,15 +1400,11 @@ impl Engine {
         let (gate, up) = (&mut s.gate[..n * c.hidden], &mut s.up[..n * c.hidden]);
         let mq = &mut s.mq[..n * q8_bytes(c.hidden)];
 
-        // A matrix product: the chunk's `q8_0.matmul` or the step's
-        // `q8_0.matvec`.
+        // A block's matrix product: `q8_0.matmul` over the call's rows
+        // (the step's site or the chunk's).
         macro_rules! product {
             ($role:ident, $layer:expr, $x:expr, $y:expr) => {
-                if chunked {
-                    matmuls.run(call, Slot::$role, $layer, $x, $y)?
-                } else {
-                    k.$role.matvec(call, $layer, $x, $y)?
-                }
+                k.$role.matmul(call, panels, $layer, $x, $y)?
             };
         }
         k.token_embd.embed(call, tokens, x)?;
@@ -1542,8 +1532,8 @@ mod tests {
     use weft_plan::{CacheLocation, EmitMode, Options, Planner};
 
     use super::{
-        catalogue, choose_prefill_chunk, compile_plan, prefill_chunks, sites, Engine, LayerCache,
-        KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
+        catalogue, choose_prefill_chunk, compile_plan, matmul, prefill_chunks, sites, Engine,
+        LayerCache, KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
     };
     use crate::weights::BLOCK;
     use crate::{synthetic, Config, KvCache};
@@ -1714,7 +1704,7 @@ mod tests {
         let sites = sites(&c, 8).expect("sites");
         let mut matrices = 0;
         for (site, role) in sites.iter().zip(ROLES) {
-            if site.family != Family(weft_q8::FAMILY) {
+            if site.family != Family(weft_q8::FAMILY) && site.family != Family(matmul::FAMILY) {
                 continue;
             }
             matrices += 1;

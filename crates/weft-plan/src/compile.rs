@@ -44,7 +44,7 @@ use crate::race::Evictor;
 use crate::report::{
     CacheReport, CandidateReport, PriceReport, Rule, SelectionReport, SiteReport, VerdictReport,
 };
-use crate::select::{decide, Decision, Unordered};
+use crate::select::{decide, Decision, Quote, Unordered};
 
 mod races;
 use crate::{Catalogue, PlanError};
@@ -652,8 +652,16 @@ impl Planner {
         site: &Site,
         reports: &mut [CandidateReport],
     ) -> Result<(usize, Rule, String), PlanError> {
-        let cycles: Vec<Option<f64>> = cands.iter().map(|c| c.price().map(|p| p.cycles)).collect();
-        Ok(match decide(&cycles, self.options.separation) {
+        let quotes: Vec<Option<Quote>> = cands
+            .iter()
+            .map(|c| {
+                c.priced.as_ref().ok().map(|p| Quote {
+                    cycles: p.price.cycles,
+                    model_cycles: p.model_cycles,
+                })
+            })
+            .collect();
+        Ok(match decide(&quotes, self.options.separation) {
             Decision::Only => (0, Rule::Only, "the only candidate".to_owned()),
             Decision::OnlyPriced { best } => {
                 (best, Rule::Only, "the only priced candidate".to_owned())
@@ -716,6 +724,29 @@ impl Planner {
                         i,
                         rule,
                         format!("{n} candidates priced exactly {cycles:.0} cycles raced: {why}"),
+                    ),
+                    _ => (i, rule, why),
+                }
+            }
+            Decision::Knockout {
+                among,
+                why: Unordered::Floor { cycles },
+            } => {
+                let n = among.len();
+                let reference = cands[0].name;
+                let why = || {
+                    format!(
+                        "{n} candidates at the roofline floor of {cycles:.0} cycles, {reference} not the cheapest under it, and no race could run; {reference} is kept"
+                    )
+                };
+                let (i, rule, why) = self.knockout(entry, cands, &among, site, reports, why);
+                match rule {
+                    Rule::Race => (
+                        i,
+                        rule,
+                        format!(
+                            "{n} candidates at the roofline floor of {cycles:.0} cycles, {reference} not the cheapest under it, raced: {why}"
+                        ),
                     ),
                     _ => (i, rule, why),
                 }

@@ -16,7 +16,9 @@
 //! In each stage the exact-tie rule comes first (the first registered, the
 //! shipped arm, is kept), then price, then a cached micro-race when prices
 //! are too close to call (or when candidates other than the arm tie
-//! exactly, as memory-bound twins do on one roofline floor). A site's
+//! exactly, as memory-bound twins do on one roofline floor, or when such a
+//! floor ties the arm with bodies whose own cycles under it are fewer:
+//! then the arm races with them). A site's
 //! [`Residency`](weft_kernel::Residency) moves its floor to main memory
 //! and makes its races start every call with the caches evicted. A
 //! [`CompiledPlan`] hands out typed
@@ -54,7 +56,9 @@
 //!   `WEFT_NATIVE_EMIT=off` gives a plan whose [`CompiledPlan::image`] is
 //!   byte-identical to one from a catalogue without twins, and on/off plans
 //!   compute the same bits.
-//! - **An exact tie keeps the shipped arm**, decided before selection.
+//! - **An exact tie keeps the shipped arm**, decided before selection. A
+//!   tie only in the floor, the model's own cycles putting another below
+//!   the arm, is not exact: it is raced ([`Unordered::Floor`]).
 //! - **Caches change speed, never the plan**: a warm compile's image equals
 //!   the cold one's. A saved body is used only by the build that saved it
 //!   ([`BuildId`]); verdicts and races are keyed by the bytes they judge.
@@ -92,7 +96,7 @@ pub use report::{
     CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
     VerdictReport,
 };
-pub use select::{decide, Decision, Unordered};
+pub use select::{decide, Decision, Quote, Unordered};
 
 use weft_kernel::Refusal;
 

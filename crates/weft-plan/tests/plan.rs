@@ -1185,3 +1185,66 @@ fn an_estimate_is_the_cheapest_priced_body_validated_or_not_and_the_arm_alone_wh
         Err(PlanError::UnknownFamily { .. })
     ));
 }
+
+/// A token's `q8_0.matmul` streams its weights, so the real model prices
+/// the arm and every twin at one roofline floor; the arm is kept on that
+/// tie only when no tied body's own cycles under the floor are fewer than
+/// its own (else they race, the arm among them). Checked on what the real
+/// pricer says at the model's shapes, on any host.
+#[test]
+fn a_floor_tie_keeps_the_arm_only_when_no_tied_body_is_cheaper_under_it() {
+    let mut c = Catalogue::new();
+    c.register(weft_q8::matmul::entry()).expect("register");
+    let sites: Vec<Site> = [(576u64, 576u64), (1536, 576), (576, 1536)]
+        .into_iter()
+        .map(|(r, k)| {
+            Site::new(
+                Family(weft_q8::matmul::FAMILY),
+                weft_q8::matmul::geometry(r, k, 1),
+            )
+            .with_residency(Residency::Streamed)
+        })
+        .collect();
+    let plan = Planner::for_host(c, Host::detect(), racing_options())
+        .compile(&sites)
+        .expect("compile");
+    for (site, report) in plan.sites().iter().zip(&plan.report().sites) {
+        let priced: Vec<(&str, Priced)> = site
+            .candidates
+            .iter()
+            .filter_map(|c| match &c.priced {
+                Some(Ok(p)) => Some((c.name.as_str(), p.clone())),
+                _ => None,
+            })
+            .collect();
+        let low = priced
+            .iter()
+            .map(|(_, p)| p.price.cycles)
+            .fold(f64::INFINITY, f64::min);
+        let tied: Vec<&(&str, Priced)> = priced
+            .iter()
+            .filter(|(_, p)| p.price.cycles == low)
+            .collect();
+        let arm = &priced[0];
+        assert_eq!(arm.0, weft_q8::matmul::ARM_NAME);
+        let hidden = tied.len() > 1
+            && arm.1.price.cycles == low
+            && tied
+                .iter()
+                .any(|(_, p)| p.model_cycles < arm.1.model_cycles);
+        if hidden {
+            assert!(
+                report.reason.contains("not the cheapest under it"),
+                "{}: {}",
+                report.label,
+                report.reason
+            );
+        } else if report.rule == Rule::ExactTie {
+            assert!(
+                tied.iter()
+                    .all(|(_, p)| p.model_cycles >= arm.1.model_cycles),
+                "{report:?}"
+            );
+        }
+    }
+}
