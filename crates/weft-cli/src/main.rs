@@ -100,7 +100,8 @@ struct RunArgs {
 struct PlanArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// The report as JSON (site names beside serde data).
+    /// The report as JSON (site names beside serde data), with the prompt
+    /// chunk and its estimates under `prompt_chunk`.
     #[arg(long)]
     json: bool,
 }
@@ -342,11 +343,34 @@ fn plan(a: PlanArgs) -> Result<(), String> {
     let c = config(&a.model)?;
     let engine::ModelPlan { plan, chunk } = compile(&c)?;
     if a.json {
-        let text = serde_json::to_string_pretty(plan.report()).map_err(|e| e.to_string())?;
+        let report = plan_json(plan.report(), &chunk)?;
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         emit(&format!("{text}\n"))
     } else {
         emit(&format!("{chunk}\n{}", plan.report()))
     }
+}
+
+/// `weft plan --json`: the planner's report, with the prompt chunk and
+/// its estimates (the engine's choice) under `prompt_chunk`.
+fn plan_json(
+    report: &weft_plan::SelectionReport,
+    chunk: &engine::ChunkChoice,
+) -> Result<serde_json::Value, String> {
+    let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    let estimates: Vec<serde_json::Value> = chunk
+        .per_token
+        .iter()
+        .map(|(n, cycles)| serde_json::json!({ "chunk": n, "cycles_per_token": cycles }))
+        .collect();
+    let fields = value
+        .as_object_mut()
+        .ok_or("the plan's report is not a JSON object")?;
+    fields.insert(
+        "prompt_chunk".to_owned(),
+        serde_json::json!({ "chunk": chunk.chunk, "estimates": estimates }),
+    );
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -356,6 +380,38 @@ mod tests {
     use weft_llm::{Choice, KvCache};
 
     use super::{Cli, Command};
+
+    #[test]
+    fn plan_json_carries_the_prompt_chunk_and_every_estimate_beside_the_report() {
+        let c = weft_llm::Config {
+            dim: 128,
+            hidden: 256,
+            layers: 1,
+            heads: 4,
+            kv_heads: 2,
+            vocab: 512,
+            rope_dims: 32,
+            max_seq: 64,
+            ..weft_llm::Config::smollm2_135m()
+        };
+        let options = weft_plan::Options {
+            cache: weft_plan::CacheLocation::InMemory,
+            racing: false,
+            ..weft_plan::Options::default()
+        };
+        let m = weft_llm::engine::compile_plan(&c, options, &mut |_, _| {}).expect("plan");
+        let v = super::plan_json(m.plan.report(), &m.chunk).expect("json");
+        let chunk = &v["prompt_chunk"];
+        assert_eq!(chunk["chunk"], m.chunk.chunk as u64);
+        let lengths: Vec<u64> = chunk["estimates"]
+            .as_array()
+            .expect("estimates")
+            .iter()
+            .map(|e| e["chunk"].as_u64().expect("a length"))
+            .collect();
+        assert_eq!(lengths, [32, 64]);
+        assert!(v["sites"].as_array().is_some_and(|s| !s.is_empty()));
+    }
 
     #[test]
     fn a_rejected_plan_cache_is_named_in_one_line_and_then_not_again() {
