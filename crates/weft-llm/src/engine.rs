@@ -29,12 +29,13 @@
 //! rows for `p`. The real model follows llama.cpp's greedy continuations
 //! with either, but for near ties (`tests/real_model.rs`).
 //!
-//! Every block's matrix product is `q8_0.matmul` over the matrix packed
-//! into panels when the engine is built (`Panels`): at one token for a
-//! step. (At one token it is as fast as `q8_0.matvec` on one thread and
-//! faster on two, `docs/PERFORMANCE.md`, and it makes a step and a prompt
-//! chunk one contract.) The head's product is `q8_0.matvec` on the token
-//! embeddings' rows, which the embedding looks up by token.
+//! Every matrix product, a block's and the head's, is `q8_0.matmul` over
+//! the matrix packed into panels when the engine is built (`Panels`, one
+//! huge-page arena in the order a step reads it): at one token for a
+//! step. (At one token it reads its weights faster than `q8_0.matvec`,
+//! `docs/PERFORMANCE.md`, and it makes a step and a prompt chunk one
+//! contract.) The head's panels are a second copy of the tied token
+//! embeddings, which the embedding still looks up by row.
 //!
 //! A prompt runs the same flow over a chunk of `n` tokens (at most the
 //! plan's chunk, which the planner chooses: [`choose_prefill_chunk`]) at
@@ -73,9 +74,9 @@ use weft_loopnest::{
     RopeArgs, RopeTable, SiluMul, SiluMulArgs, Table,
 };
 use weft_plan::{Catalogue, CompiledPlan, Executor, Options, PlanError, Planner, SiteKernel};
-use weft_q8::matmul::{self, Q8MatmulArgs, Q8PanelWeights};
+use weft_q8::matmul::{self, Q8MatmulArgs};
 use weft_q8::quantize::{self, Q8QuantizeArgs};
-use weft_q8::{Q8MatvecArgs, BLOCK_BYTES, BLOCK_LEN};
+use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
 
 use crate::weights::{Q8Matrix, Weights, BLOCK};
 use crate::{Config, KvCache};
@@ -137,11 +138,12 @@ pub enum EngineError {
         /// Positions fed so far.
         fed: usize,
     },
-    /// The KV cache's memory could not be mapped.
-    #[error("no-memory: the KV cache: {source}")]
+    /// Memory for the engine's state could not be mapped.
+    #[error("no-memory: {what}: {source}")]
     Memory {
+        /// What the memory was for.
+        what: &'static str,
         /// The mapping's error.
-        #[from]
         source: weft_arena::ArenaError,
     },
     /// A prompt chunk the plan has no sites for.
@@ -372,7 +374,7 @@ roles! {
     ffn_residual:    AddArgs        = "blk.*.ffn_residual";
     output_norm:     RmsNormArgs    = "output_norm";
     output_norm_q8:  Q8QuantizeArgs = "output_norm.q8", Dim;
-    output:          Q8MatvecArgs   = "output", (Vocab, Dim);
+    output:          Q8MatmulArgs   = "output", (Vocab, Dim);
     argmax:          ArgmaxArgs     = "argmax";
 }
 
@@ -491,26 +493,6 @@ impl Declared for Q8MatmulArgs {
         let batch = s.ops.rows as u64;
         Site::new(Family(matmul::FAMILY), matmul::geometry(rows, cols, batch))
             .with_residency(s.weights)
-    }
-    fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
-        rows.of(c) as u64 * cols.of(c) as u64
-    }
-}
-
-/// The output projection: `q8_0.matvec` on the token embeddings' rows as
-/// the file stores them (the embedding looks rows up by token, so the
-/// table stays row-major; the head runs once per step, never batched).
-impl Declared for Q8MatvecArgs {
-    type Extents = (Extent, Extent);
-    const WEIGHTED: bool = true;
-    fn site((rows, cols): (Extent, Extent), s: &Shapes<'_>) -> Site {
-        let (rows, cols) = (rows.of(s.c) as u64, cols.of(s.c) as u64);
-        let batch = s.ops.rows as u64;
-        Site::new(
-            Family(weft_q8::FAMILY),
-            weft_q8::geometry(rows, cols, batch),
-        )
-        .with_residency(s.weights)
     }
     fn matrix_elements((rows, cols): (Extent, Extent), c: &Config) -> u64 {
         rows.of(c) as u64 * cols.of(c) as u64
@@ -874,38 +856,107 @@ fn timed_call<A: KernelArgs>(
 }
 
 /// Every block's matrices of the product roles ([`Declared::PRODUCT`]),
-/// packed into the `q8_0.panel16` layout once, when the engine is built:
-/// the weights of every `q8_0.matmul` call, a step's and a chunk's.
+/// and the head's, packed into the `q8_0.panel16` layout once, when the
+/// engine is built: the weights of every `q8_0.matmul` call, a step's and
+/// a chunk's.
+///
+/// All of them share one huge-page arena, layer by layer in role order
+/// and the head last (the order a step reads them), so a step's products
+/// stream one run of memory: a call's last panel is followed by the next
+/// call's first, and the TLB sees 2 MiB pages. Measured on a Zen 4 host
+/// (family 25): the same panels, each in its own heap allocation on
+/// 4 KiB pages, decoded at 0.65 of the streaming-read ceiling; here, 0.86
+/// (docs/PERFORMANCE.md).
 struct Panels {
+    arena: weft_arena::Arena,
     /// Per layer, per role (`None` for a role that is not a product).
-    panels: Vec<Vec<Option<Q8PanelWeights>>>,
+    panels: Vec<Vec<Option<Panel>>>,
+}
+
+/// One matrix's place in [`Panels`]' arena and its geometry.
+struct Panel {
+    range: std::ops::Range<usize>,
+    rows: usize,
+    blocks: usize,
 }
 
 impl Panels {
     fn new(w: &Weights) -> Result<Panels, EngineError> {
-        let mut panels = Vec::with_capacity(w.config.layers);
-        for layer in 0..w.config.layers {
-            let mut per_role = Vec::with_capacity(SITES);
-            for (slot, role) in ROLES.iter().enumerate() {
-                per_role.push(match role.tensor {
-                    Some(tensor) if PRODUCTS[slot] => {
-                        let m = w.matrix(tensor, layer).ok_or(EngineError::MissingTensor {
-                            site: role.label,
-                            tensor,
-                        })?;
-                        let packed = Q8PanelWeights::from_canonical(m.bytes(), m.rows(), m.cols())
-                            .map_err(|refusal| EngineError::Refused {
-                                site: role.label,
-                                refusal,
-                            })?;
-                        Some(packed)
+        // First every matrix's geometry, checked, then one arena sized
+        // for them all: block roles layer by layer, then the head's (its
+        // "layer" 0).
+        let block = (0..w.config.layers).flat_map(|l| {
+            (0..SITES)
+                .filter(|&r| ROLES[r].per_layer())
+                .map(move |r| (l, r))
+        });
+        let head = (0..SITES)
+            .filter(|&r| !ROLES[r].per_layer())
+            .map(|r| (0, r));
+        let mut matrices = Vec::new();
+        for (layer, slot) in block.chain(head) {
+            let role = &ROLES[slot];
+            let Some(tensor) = role.tensor.filter(|_| PRODUCTS[slot]) else {
+                continue;
+            };
+            let m = w.matrix(tensor, layer).ok_or(EngineError::MissingTensor {
+                site: role.label,
+                tensor,
+            })?;
+            let blocks =
+                matmul::canonical_blocks(m.bytes(), m.rows(), m.cols()).map_err(|refusal| {
+                    EngineError::Refused {
+                        site: role.label,
+                        refusal,
                     }
-                    _ => None,
-                });
-            }
-            panels.push(per_role);
+                })?;
+            matrices.push((layer, slot, m, blocks));
         }
-        Ok(Panels { panels })
+        let lens: Vec<usize> = matrices
+            .iter()
+            .map(|&(_, _, m, blocks)| matmul::packed_len(m.rows(), blocks))
+            .collect();
+        let total = lens
+            .iter()
+            .map(|len| len.next_multiple_of(weft_arena::ALIGN))
+            .sum();
+        let mut builder = weft_arena::ArenaBuilder::new(total);
+        let ranges = builder
+            .push_many_with(&lens, |outs| {
+                for (out, &(_, _, m, blocks)) in outs.iter_mut().zip(&matrices) {
+                    matmul::pack_into(m.bytes(), m.rows(), blocks, out);
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_or_else(|never| match never {});
+        let arena = builder.seal().map_err(|source| EngineError::Memory {
+            what: "the packed weights",
+            source,
+        })?;
+        let mut panels: Vec<Vec<Option<Panel>>> = (0..w.config.layers)
+            .map(|_| (0..SITES).map(|_| None).collect())
+            .collect();
+        for ((layer, slot, m, blocks), range) in matrices.into_iter().zip(ranges) {
+            panels[layer][slot] = Some(Panel {
+                range,
+                rows: m.rows(),
+                blocks,
+            });
+        }
+        Ok(Panels { arena, panels })
+    }
+}
+
+/// Feed `logits`' little-endian bits to the digest a few KiB at a time:
+/// 111 µs a step against 153 µs for one `update` per logit (a standalone
+/// probe of SmolLM2's 49,152 logits on a Zen 4 host, family 25).
+fn digest_logits(digest: &mut Sha256, logits: &[f32]) {
+    let mut buf = [0u8; 4096];
+    for chunk in logits.chunks(buf.len() / 4) {
+        for (out, v) in buf.chunks_exact_mut(4).zip(chunk) {
+            out.copy_from_slice(&v.to_bits().to_le_bytes());
+        }
+        digest.update(&buf[..4 * chunk.len()]);
     }
 }
 
@@ -923,12 +974,13 @@ impl Kernel<Q8MatmulArgs> {
         let Some(Some(w)) = panels.panels.get(layer).map(|p| &p[self.role]) else {
             return Err(self.missing());
         };
+        let bytes = panels.arena.view(w.range.clone());
         let args = Q8MatmulArgs::from_slices(
-            w.bytes(),
+            &bytes,
             x,
             y,
-            (w.rows(), BLOCK_LEN * w.blocks(), call.ops.rows),
-            0..w.rows(),
+            (w.rows, BLOCK_LEN * w.blocks, call.ops.rows),
+            0..w.rows,
         );
         self.run(call, args)
     }
@@ -970,27 +1022,6 @@ impl Kernel<Q8QuantizeArgs> {
         let cols = self.extents.of(&call.weights.config);
         let rows = call.ops.rows;
         let args = Q8QuantizeArgs::new(x, out, cols, rows, 0..rows * cols / BLOCK_LEN);
-        self.run(call, args)
-    }
-}
-
-impl Kernel<Q8MatvecArgs> {
-    /// `y = W · x` for each of the call's rows (`y[n · rows + r]`), `W`
-    /// the role's matrix (of block `layer`), shaped as the role's extents
-    /// say (the geometry its kernel was compiled for).
-    fn matvec(
-        &self,
-        call: &mut Call<'_>,
-        layer: usize,
-        x: &[u8],
-        y: &mut [f32],
-    ) -> Result<(), EngineError> {
-        let weights = call.weights;
-        let c = &weights.config;
-        let (rows, cols) = (self.extents.0.of(c), self.extents.1.of(c));
-        let m = self.matrix(weights, layer)?;
-        let batch = call.ops.rows;
-        let args = Q8MatvecArgs::from_slices(m.bytes(), x, y, (rows, cols, batch), 0..rows);
         self.run(call, args)
     }
 }
@@ -1054,18 +1085,25 @@ enum LayerCache<'a> {
     },
 }
 
+fn kv_memory(source: weft_arena::ArenaError) -> EngineError {
+    EngineError::Memory {
+        what: "the KV cache",
+        source,
+    }
+}
+
 impl KvStore {
     fn new(c: &Config) -> Result<KvStore, EngineError> {
         let layer = c.max_seq * c.kv_dim();
         let n = c.layers * layer;
         let rows = match c.kv {
             KvCache::F32 => KvRows::F32 {
-                keys: PageBuf::zeroed(n)?,
-                values: PageBuf::zeroed(n)?,
+                keys: PageBuf::zeroed(n).map_err(kv_memory)?,
+                values: PageBuf::zeroed(n).map_err(kv_memory)?,
             },
             KvCache::F16 => KvRows::F16 {
-                keys: PageBuf::zeroed(n)?,
-                values: PageBuf::zeroed(n)?,
+                keys: PageBuf::zeroed(n).map_err(kv_memory)?,
+                values: PageBuf::zeroed(n).map_err(kv_memory)?,
             },
         };
         Ok(KvStore { layer, rows })
@@ -1476,12 +1514,10 @@ impl Engine {
         let k = &*kernels;
         k.output_norm.norm(call, 0, last, h)?;
         k.output_norm_q8.quantize(call, h, hq)?;
-        k.output.matvec(call, 0, hq, &mut s.logits)?;
+        k.output.matmul(call, panels, 0, hq, &mut s.logits)?;
         let argmax = ArgmaxArgs::new(&one.argmax, &s.logits, &mut s.next);
         k.argmax.run(call, argmax)?;
-        for v in &s.logits {
-            self.digest.update(v.to_bits().to_le_bytes());
-        }
+        digest_logits(&mut self.digest, &s.logits);
         Ok(())
     }
 
@@ -1533,7 +1569,8 @@ mod tests {
 
     use super::{
         catalogue, choose_prefill_chunk, compile_plan, matmul, prefill_chunks, sites, Engine,
-        LayerCache, KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, ROLES, SITES, SITE_NAMES,
+        LayerCache, Panels, KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, PRODUCTS, ROLES, SITES,
+        SITE_NAMES,
     };
     use crate::weights::BLOCK;
     use crate::{synthetic, Config, KvCache};
@@ -1717,6 +1754,57 @@ mod tests {
             assert_eq!(geometry, shape, "{}: site against {tensor}", role.label);
         }
         assert_eq!(matrices, 8, "seven per block and the output");
+    }
+
+    /// The packed weights are one arena in the order a step reads them
+    /// (every block's products in role order, then the head), each matrix
+    /// exactly `q8_0.matmul`'s packing of its canonical bytes.
+    #[test]
+    fn panels_hold_every_product_packed_in_the_order_a_step_reads_them() {
+        let c = small();
+        let w = synthetic::weights(&c);
+        let panels = Panels::new(&w).expect("panels");
+        let mut order = Vec::new();
+        for layer in 0..c.layers {
+            order.extend(
+                (0..SITES)
+                    .filter(|&r| ROLES[r].per_layer())
+                    .map(|r| (layer, r)),
+            );
+        }
+        order.extend(
+            (0..SITES)
+                .filter(|&r| !ROLES[r].per_layer())
+                .map(|r| (0, r)),
+        );
+        let mut end = 0;
+        let mut seen = 0;
+        for (layer, slot) in order {
+            let panel = &panels.panels[layer][slot];
+            let Some(tensor) = ROLES[slot].tensor.filter(|_| PRODUCTS[slot]) else {
+                assert!(panel.is_none(), "{} is not a product", ROLES[slot].label);
+                continue;
+            };
+            let p = panel.as_ref().expect("a product's panel");
+            assert!(
+                p.range.start >= end,
+                "{} of block {layer} out of order",
+                ROLES[slot].label
+            );
+            end = p.range.end;
+            let m = w.matrix(tensor, layer).expect("tensor");
+            let want =
+                weft_q8::matmul::Q8PanelWeights::from_canonical(m.bytes(), m.rows(), m.cols())
+                    .expect("packs");
+            assert_eq!(
+                &*panels.arena.view(p.range.clone()),
+                want.bytes(),
+                "{tensor} {layer}"
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, 7 * c.layers + 1, "seven per block and the head");
+        assert_eq!(end, panels.arena.len(), "the head is last");
     }
 
     /// Every role with weights names a tensor the weights hold, in every

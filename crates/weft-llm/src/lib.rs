@@ -12,7 +12,7 @@
 //! Invariants:
 //!
 //! - **Every operation runs through the planner.** Matrix products
-//!   (`q8_0.matvec`), activation quantisation (`q8_0.quantize`), attention
+//!   (`q8_0.matmul`), activation quantisation (`q8_0.quantize`), attention
 //!   (`attention.fused`) and the small operations (`loopnest.*`) are sites
 //!   of one plan ([`engine::sites`]); the engine calls nothing else.
 //! - **Numerics do not depend on native emission, threads or chunking.**
@@ -200,6 +200,7 @@ mod tests {
             EngineError::BadChunk { tokens: 9, most: 8 },
             EngineError::BadRewind { to: 5, fed: 4 },
             EngineError::Memory {
+                what: "the KV cache",
                 source: no_memory(),
             },
         ];

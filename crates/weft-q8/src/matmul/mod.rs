@@ -230,12 +230,35 @@ pub fn contract(rows: u64, cols: u64, batch: u64) -> Contract {
 /// Repack canonical W bytes (`rows × blocks` blocks) into the
 /// `q8_0.panel16` layout (module docs). The caller has checked the length.
 fn pack_bytes(w: &[u8], rows: usize, blocks: usize) -> Vec<u8> {
+    let mut out = vec![0u8; packed_len(rows, blocks)];
+    pack_into(w, rows, blocks, &mut out);
+    out
+}
+
+/// Bytes of a `rows × 32·blocks` matrix in the `q8_0.panel16` layout.
+pub fn packed_len(rows: usize, blocks: usize) -> usize {
+    panels(rows) * blocks * PANEL_BLOCK_BYTES
+}
+
+/// Pack canonical Q8_0 bytes of `rows × 32·blocks` into `out`, which the
+/// caller places (the engine packs every block's matrices into one
+/// huge-page arena, in the order a step reads them).
+///
+/// # Panics
+///
+/// If `w` is not `rows · blocks` canonical blocks or `out` is not
+/// [`packed_len`] bytes: a caller's bug, not input (lengths are checked
+/// where the bytes arrive, as [`Q8PanelWeights::from_canonical`] does).
+pub fn pack_into(w: &[u8], rows: usize, blocks: usize, out: &mut [u8]) {
+    assert_eq!(w.len(), rows * blocks * BLOCK_BYTES, "canonical bytes");
+    assert_eq!(out.len(), packed_len(rows, blocks), "packed bytes");
     let row_bytes = blocks * BLOCK_BYTES;
     let panel_bytes = blocks * PANEL_BLOCK_BYTES;
-    let mut out = vec![0u8; panels(rows) * panel_bytes];
     for (p, panel) in out.chunks_exact_mut(panel_bytes).enumerate() {
         for (b, dst) in panel.chunks_exact_mut(PANEL_BLOCK_BYTES).enumerate() {
-            // Padding rows: scale +0.0 (already zero), quants w = 0.
+            // Padding rows: scale +0.0, quants w = 0 (`out` may hold
+            // anything).
+            dst[..QUANTS_AT].fill(0);
             dst[QUANTS_AT..].fill(0x80);
             for j in 0..PANEL_ROWS {
                 let r = PANEL_ROWS * p + j;
@@ -254,7 +277,6 @@ fn pack_bytes(w: &[u8], rows: usize, blocks: usize) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
 /// Repack W into the `q8_0.panel16` layout.
@@ -283,6 +305,21 @@ pub fn unpack_row(packed: &[u8], blocks: usize, r: usize) -> Vec<(f32, [i8; BLOC
         .collect()
 }
 
+/// Blocks per row of canonical Q8_0 bytes `w` of `rows × cols`, refusing a
+/// geometry the contract does not admit or a wrong length
+/// (`bad-operand`): the check before [`pack_into`].
+pub fn canonical_blocks(w: &[u8], rows: usize, cols: usize) -> Result<usize, Refusal> {
+    let (rows, blocks, _) = check_geometry(rows as u64, cols as u64, 1)?;
+    let want = rows * blocks * BLOCK_BYTES;
+    if w.len() != want {
+        return Err(bad(
+            "weights",
+            format!("{} bytes, {rows}×{cols} Q8_0 needs {want}", w.len()),
+        ));
+    }
+    Ok(blocks)
+}
+
 /// W in the `q8_0.panel16` layout, its length checked against its geometry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Q8PanelWeights {
@@ -305,14 +342,7 @@ impl Q8PanelWeights {
     /// blocks), refusing a geometry the contract does not admit or a wrong
     /// length (`bad-operand`).
     pub fn from_canonical(w: &[u8], rows: usize, cols: usize) -> Result<Self, Refusal> {
-        let (rows, blocks, _) = check_geometry(rows as u64, cols as u64, 1)?;
-        let want = rows * blocks * BLOCK_BYTES;
-        if w.len() != want {
-            return Err(bad(
-                "weights",
-                format!("{} bytes, {rows}×{cols} Q8_0 needs {want}", w.len()),
-            ));
-        }
+        let blocks = canonical_blocks(w, rows, cols)?;
         Ok(Self {
             bytes: pack_bytes(w, rows, blocks).into(),
             rows,

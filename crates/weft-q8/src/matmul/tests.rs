@@ -144,6 +144,35 @@ fn unpack_row_of_pack_gives_back_every_rows_widened_scales_and_signed_quants() {
     }
 }
 
+/// The engine packs into an arena it places itself: whatever the buffer
+/// held before, `pack_into` leaves exactly `pack`'s bytes (padding rows'
+/// scales included), and `canonical_blocks` refuses what
+/// `from_canonical` refuses.
+#[test]
+fn pack_into_a_dirty_buffer_gives_packs_bytes_and_checks_like_from_canonical() {
+    for (rows, blocks, seed) in pack_shapes() {
+        let w = random_weights(rows, blocks, seed, true);
+        let mut out = vec![0xa5u8; packed_len(rows, blocks)];
+        assert_eq!(
+            canonical_blocks(w.bytes(), rows, BLOCK_LEN * blocks).map_err(named),
+            Ok(blocks)
+        );
+        pack_into(w.bytes(), rows, blocks, &mut out);
+        assert_eq!(out, pack(&w), "rows {rows} blocks {blocks}");
+    }
+    let w = random_weights(3, 2, 7, false);
+    for (bytes, rows, cols) in [
+        (&w.bytes()[1..], 3, 64),
+        (w.bytes(), 3, 65),
+        (w.bytes(), 0, 64),
+    ] {
+        let got = canonical_blocks(bytes, rows, cols).map_err(named);
+        let want = Q8PanelWeights::from_canonical(bytes, rows, cols).map_err(named);
+        assert!(got.is_err(), "{rows}×{cols} from {} bytes", bytes.len());
+        assert_eq!(got.err(), want.err());
+    }
+}
+
 /// The layout table, byte by byte, without going through `unpack_row`.
 #[test]
 fn pack_places_f32_scales_and_biased_quants_at_the_documented_offsets() {
