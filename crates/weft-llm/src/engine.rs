@@ -338,8 +338,8 @@ macro_rules! roles {
             per_role.iter().sum()
         }
 
-        /// Which roles multiply by a block's matrix packed into panels
-        /// (`q8_0.matmul`, [`Panels`]).
+        /// Which roles multiply by a matrix packed into panels (a
+        /// block's, or the head's; `q8_0.matmul`, [`Panels`]).
         const PRODUCTS: [bool; SITES] = [$(<$args as Declared>::PRODUCT),*];
 
         /// Each line's kernel field, for the test that it matches the label.
@@ -443,8 +443,9 @@ trait Declared: KernelArgs {
     fn matrix_elements(_extents: Self::Extents, _c: &Config) -> u64 {
         0
     }
-    /// The role multiplies by its block's matrix packed into panels
-    /// (`q8_0.matmul`; [`Panels`] packs it when the engine is built).
+    /// The role multiplies by its matrix (a block's, or the head's)
+    /// packed into panels (`q8_0.matmul`; [`Panels`] packs it when the
+    /// engine is built).
     const PRODUCT: bool = false;
 }
 
@@ -479,11 +480,11 @@ impl Declared for Q8QuantizeArgs {
     }
 }
 
-/// A block's matrix product. Extents: the rows and columns of its
-/// matrix. A step's site and a chunk's are both `q8_0.matmul` (at one
-/// token and at the chunk), on the matrix packed into panels by
-/// [`Panels`], so a prompt gives the same bits fed a token at a time or
-/// in chunks of any length.
+/// A matrix product, a block's or the head's. Extents: the rows and
+/// columns of its matrix. A step's site and a chunk's are both
+/// `q8_0.matmul` (at one token and at the chunk), on the matrix packed
+/// into panels by [`Panels`], so a prompt gives the same bits fed a token
+/// at a time or in chunks of any length (the head runs at one token only).
 impl Declared for Q8MatmulArgs {
     type Extents = (Extent, Extent);
     const WEIGHTED: bool = true;

