@@ -93,7 +93,7 @@ enum Command {
     /// Fetch a model into the cache (default SmolLM2-135M-Instruct, Q4_1 GGUF); print its path and metadata.
     FetchModel {
         /// The model, by name (weft-fetch's list).
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["smollm2-135m", "gemma3-270m"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(weft_fetch::MODELS.map(|m| m.name)))]
         model: Option<String>,
     },
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.

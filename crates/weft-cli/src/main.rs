@@ -159,7 +159,7 @@ impl ModelArgs {
                 Some(spec) if !path.exists() => Choice::Named(spec),
                 _ => Choice::File(path.clone()),
             },
-            (None, false) => Choice::Cached,
+            (None, false) => Choice::Named(&weft_fetch::SMOLLM2_135M),
         }
     }
 }
@@ -453,7 +453,10 @@ mod tests {
             Command::Plan(a) => a.model.choice(),
             other => panic!("parsed as {other:?}"),
         };
-        assert_eq!(choice(&["weft", "plan"]), Choice::Cached);
+        assert_eq!(
+            choice(&["weft", "plan"]),
+            Choice::Named(&weft_fetch::SMOLLM2_135M)
+        );
         assert_eq!(choice(&["weft", "plan", "--offline"]), Choice::Embedded);
         assert_eq!(
             choice(&["weft", "plan", "--model", "m.gguf"]),

@@ -20,18 +20,15 @@ use crate::{load, Config, Model, ModelError};
 pub enum Choice {
     /// A `llama` GGUF file.
     File(PathBuf),
-    /// SmolLM2-135M-Instruct from the user's cache, fetched there first
-    /// if it is not there yet.
-    Cached,
     /// The embedded model: SmolLM2-135M's shapes, synthetic weights.
     Embedded,
-    /// A model Weft knows by name (`weft_fetch::MODELS`), from the user's
-    /// cache, fetched there first if it is not there yet.
+    /// A model Weft knows by name (`weft_fetch::MODELS`; the default is
+    /// `weft_fetch::SMOLLM2_135M`), from the user's cache, fetched there
+    /// first if it is not there yet.
     Named(&'static weft_fetch::ModelSpec),
 }
 
-/// What resolving [`Choice::Cached`] or [`Choice::Named`] says while it
-/// fetches the model.
+/// What resolving a [`Choice::Named`] says while it fetches the model.
 #[derive(Clone, Copy, Debug)]
 pub enum Notice<'a> {
     /// The model is not in the cache: it is being fetched into `dest`,
@@ -128,23 +125,16 @@ pub fn model_file(
     match choice {
         Choice::File(path) => Ok(Some(path.clone())),
         Choice::Embedded => Ok(None),
-        Choice::Cached => cached_or_fetched(&weft_fetch::SMOLLM2_135M, notice).map(Some),
-        Choice::Named(spec) => cached_or_fetched(spec, notice).map(Some),
+        Choice::Named(spec) => {
+            if let Some(path) = weft_fetch::cached(spec) {
+                return Ok(Some(path));
+            }
+            let dest = weft_fetch::path_of(spec)?;
+            notice(Notice::Fetching { spec, dest: &dest });
+            let path = weft_fetch::fetch(spec, &mut |line| notice(Notice::Progress(line)))?;
+            Ok(Some(path))
+        }
     }
-}
-
-fn cached_or_fetched(
-    spec: &weft_fetch::ModelSpec,
-    notice: &mut dyn FnMut(Notice<'_>),
-) -> Result<PathBuf, SourceError> {
-    if let Some(path) = weft_fetch::cached(spec) {
-        return Ok(path);
-    }
-    let dest = weft_fetch::path_of(spec)?;
-    notice(Notice::Fetching { spec, dest: &dest });
-    Ok(weft_fetch::fetch(spec, &mut |line| {
-        notice(Notice::Progress(line))
-    })?)
 }
 
 /// The model `choice` names, with a KV cache of `max_seq` positions (at

@@ -354,7 +354,7 @@ impl Q8PanelWeights {
     /// wrong length (`bad-operand`).
     pub fn from_packed(bytes: Arc<[u8]>, rows: usize, cols: usize) -> Result<Self, Refusal> {
         let (rows, blocks, _) = check_geometry(rows as u64, cols as u64, 1)?;
-        let want = panels(rows) * blocks * PANEL_BLOCK_BYTES;
+        let want = packed_len(rows, blocks);
         if bytes.len() != want {
             return Err(bad(
                 "weights",
@@ -488,7 +488,7 @@ impl Q8MatmulArgs {
         row_range: Range<usize>,
     ) -> Result<Self, Refusal> {
         let (rows, blocks, batch) = check_geometry(rows as u64, cols as u64, batch as u64)?;
-        let want = panels(rows) * blocks * PANEL_BLOCK_BYTES;
+        let want = packed_len(rows, blocks);
         if weights.len() != want {
             return Err(bad(
                 "weights",
