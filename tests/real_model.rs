@@ -499,7 +499,7 @@ const NO_GEMMA: &str =
 /// misreading it.
 #[test]
 #[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
-fn gemma3_file_is_the_pinned_q4_k_m_one_and_the_llama_builder_refuses_it_by_name() {
+fn gemma3_file_is_the_pinned_q4_k_m_one_every_tensor_decodes_and_the_llama_builder_refuses_it() {
     let path = weft_fetch::cached(&weft_fetch::GEMMA3_270M).expect(NO_GEMMA);
     let g = Gguf::open(&path).expect("the cached Gemma file parses");
     assert_eq!(g.architecture().expect("arch"), "gemma3");
@@ -524,6 +524,17 @@ fn gemma3_file_is_the_pinned_q4_k_m_one_and_the_llama_builder_refuses_it_by_name
         ("Q8_0", 10),
     ];
     assert_eq!(types, want.into_iter().collect());
+    // Every tensor, whatever its type, decodes as ggml's `to_float` would;
+    // a trained model's values are all finite.
+    for t in g.tensors().expect("every tensor's type is known") {
+        let v = t.to_f32().unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert_eq!(v.len() as u64, t.n_elements());
+        assert!(
+            v.iter().all(|x| x.is_finite()),
+            "{}: a non-finite value",
+            t.name()
+        );
+    }
     let refused = weft_llm::Model::open(&path, 64).expect_err("gemma3 is not llama");
     assert!(
         refused

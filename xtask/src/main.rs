@@ -98,7 +98,7 @@ enum Command {
     },
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
     Peer {
-        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests.
+        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests; `quant-fixtures`: ggml's dequantisations weft-quant's tests pin.
         #[arg(value_enum)]
         step: Option<PeerStep>,
     },
@@ -219,6 +219,8 @@ enum PeerStep {
     Quantize,
     /// Print llama.cpp's greedy continuations that tests/real_model.rs pins.
     References,
+    /// Rewrite weft-quant's pinned fixtures: ggml's own dequantisation of every block type Weft reads, and its Q8_K quantisation.
+    QuantFixtures,
 }
 
 /// The sections of `bench q8-matvec` that can run alone.

@@ -17,6 +17,12 @@
 //!   constants `tests/real_model.rs` pins (and, for comparison, on the Q4_1
 //!   file, whose arithmetic llama.cpp does in Q4_1). Weft's output plays no
 //!   part in them.
+//! - `peer quant-fixtures`: compile `xtask/peer/quant_fixtures.c` against
+//!   the peer's `libggml-base` and run it, rewriting
+//!   `crates/weft-quant/tests/data/ggml_blocks.bin`: ggml's own
+//!   dequantisation of quantised and random blocks of every type Weft
+//!   reads, and its Q8_K quantisation, which weft-quant's pinned tests
+//!   compare against.
 //!
 //! Needs python3 with pip, cmake (≥ 3.14) and a C++ compiler.
 
@@ -50,8 +56,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         None => build(),
         Some("quantize") => quantize(),
         Some("references") => references(),
+        Some("quant-fixtures") => quant_fixtures(),
         Some(other) => Err(format!(
-            "peer: unknown step `{other}` (`quantize` or `references`)"
+            "peer: unknown step `{other}` (`quantize`, `references` or `quant-fixtures`)"
         )),
     }
 }
@@ -191,6 +198,40 @@ fn quantize() -> Result<(), String> {
             .arg(&out)
             .arg("Q8_0"),
     )?;
+    println!("{}", out.display());
+    Ok(())
+}
+
+fn quant_fixtures() -> Result<(), String> {
+    let dir = dir();
+    let ggml = dir
+        .join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}"))
+        .join("vendor/llama.cpp/ggml");
+    let lib = dir.join("build/ggml/src/libggml-base.a");
+    if !lib.exists() {
+        return Err(format!(
+            "peer quant-fixtures: {} is missing; run `cargo xtask peer` first",
+            lib.display()
+        ));
+    }
+    let root = crate::workspace_root();
+    let exe = dir.join("quant_fixtures");
+    run_step(
+        "cc quant_fixtures.c against libggml-base",
+        Command::new("cc")
+            .args(["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I"])
+            .arg(ggml.join("include"))
+            .arg("-I")
+            .arg(ggml.join("src"))
+            .arg("-o")
+            .arg(&exe)
+            .arg(root.join("xtask/peer/quant_fixtures.c"))
+            .arg(&lib)
+            // libggml-base holds C++ objects and was built with OpenMP.
+            .args(["-lstdc++", "-lm", "-lpthread", "-fopenmp"]),
+    )?;
+    let out = root.join("crates/weft-quant/tests/data/ggml_blocks.bin");
+    run_step("write the fixtures", Command::new(&exe).arg(&out))?;
     println!("{}", out.display());
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! into chunks of blocks that threads take from a shared queue, and the
 //! result is the same bytes for any number of threads.
 
-use crate::block::{f16, q4_1, q8_0};
+use crate::block::{f16, q4_1, q8_0, Format};
 use crate::{GgufError, Tensor, TensorType};
 use std::sync::Mutex;
 
@@ -199,44 +199,88 @@ fn run_jobs(jobs: Vec<Job<'_, '_>>, threads: usize) {
     });
 }
 
+/// The block format a tensor type decodes with, if Weft reads it.
+pub(crate) fn format_of(ty: TensorType) -> Option<Format> {
+    Some(match ty {
+        TensorType::F32 => Format::F32,
+        TensorType::F16 => Format::F16,
+        TensorType::BF16 => Format::BF16,
+        TensorType::Q4_0 => Format::Q4_0,
+        TensorType::Q4_1 => Format::Q4_1,
+        TensorType::Q5_0 => Format::Q5_0,
+        TensorType::Q5_1 => Format::Q5_1,
+        TensorType::Q8_0 => Format::Q8_0,
+        TensorType::Q2_K => Format::Q2_K,
+        TensorType::Q3_K => Format::Q3_K,
+        TensorType::Q4_K => Format::Q4_K,
+        TensorType::Q5_K => Format::Q5_K,
+        TensorType::Q6_K => Format::Q6_K,
+        TensorType::Q8_K => Format::Q8_K,
+        _ => return None,
+    })
+}
+
 /// All values of a tensor as f32.
 pub(crate) fn to_f32(t: &Tensor<'_>) -> Result<Vec<f32>, GgufError> {
-    let n = t.n_elements() as usize;
-    let mut out = vec![0.0f32; n];
-    let bytes = t.bytes();
-    let ok = match t.tensor_type() {
-        TensorType::F32 => f16::f32_from_le_into(bytes, &mut out).is_ok(),
-        TensorType::F16 => f16::f16_to_f32_into(bytes, &mut out).is_ok(),
-        TensorType::Q8_0 => {
-            for (s, d) in bytes
-                .chunks_exact(q8_0::BLOCK_BYTES)
-                .zip(out.chunks_exact_mut(q8_0::BLOCK_LEN))
-            {
-                let s: &[u8; q8_0::BLOCK_BYTES] = s.try_into().expect("exact chunk");
-                d.copy_from_slice(&q8_0::BlockQ8_0::from_bytes(s).dequantize());
-            }
-            true
-        }
-        TensorType::Q4_1 => {
-            for (s, d) in bytes
-                .chunks_exact(q4_1::BLOCK_BYTES)
-                .zip(out.chunks_exact_mut(q4_1::BLOCK_LEN))
-            {
-                let s: &[u8; q4_1::BLOCK_BYTES] = s.try_into().expect("exact chunk");
-                d.copy_from_slice(&q4_1::BlockQ4_1::from_bytes(s).dequantize());
-            }
-            true
-        }
-        from => {
-            return Err(GgufError::UnsupportedConversion {
-                name: t.name().into(),
-                from,
-                to: "F32",
-            })
-        }
+    let Some(format) = format_of(t.tensor_type()) else {
+        return Err(GgufError::UnsupportedConversion {
+            name: t.name().into(),
+            from: t.tensor_type(),
+            to: "F32",
+        });
     };
-    // Parsing sized the bytes from the element count; a mismatch here
-    // would be a reader bug, not bad input.
-    debug_assert!(ok, "tensor {} bytes match its element count", t.name());
+    let mut out = vec![0.0f32; t.n_elements() as usize];
+    // Parsing sized the bytes from the element count in whole blocks, so a
+    // length error here would be a reader bug, not bad input.
+    let decoded = format.dequantize(t.bytes(), &mut out);
+    debug_assert!(decoded.is_ok(), "tensor {}: {decoded:?}", t.name());
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GgufWriter;
+
+    #[test]
+    fn every_readable_type_has_ggmls_block_geometry_and_name() {
+        let mut readable = 0;
+        for &ty in TensorType::ALL {
+            if let Some(f) = format_of(ty) {
+                assert_eq!(f.block_len() as u64, ty.block_len(), "{ty}");
+                assert_eq!(f.block_bytes() as u64, ty.block_bytes(), "{ty}");
+                assert!(f.name().eq_ignore_ascii_case(ty.name()), "{ty}");
+                readable += 1;
+            }
+        }
+        assert_eq!(readable, Format::ALL.len());
+    }
+
+    #[test]
+    fn a_k_quant_tensor_reads_as_f32_and_an_unreadable_type_is_named() {
+        // One Q4_K super-block: d = 1, dmin = 0, sub-block scales 1, quants
+        // counting 0..16, so the values are 0..16 repeating.
+        let mut block = vec![0u8; 144];
+        block[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+        for j in 0..4 {
+            block[4 + j] = 1; // scales 0..4 = 1, mins 0
+            block[12 + j] = 1; // scales 4..8 = 1 (low nibble), mins 0
+        }
+        for (l, q) in block[16..].iter_mut().enumerate() {
+            *q = (l % 16) as u8 | (((l + 1) % 16) as u8) << 4;
+        }
+        let mut w = GgufWriter::new();
+        w.tensor("w", &[256], TensorType::Q4_K, &block);
+        w.tensor("iq", &[256], TensorType::IQ2_XXS, &[0u8; 66]);
+        let g = crate::Gguf::from_bytes(w.to_bytes()).expect("valid file");
+        let v = g
+            .tensor("w")
+            .expect("present")
+            .to_f32()
+            .expect("Q4_K reads");
+        assert_eq!(&v[..3], &[0.0, 1.0, 2.0]);
+        assert_eq!(v[32], 1.0, "high nibbles follow the 32 low ones");
+        let err = g.tensor("iq").expect("present").to_f32().unwrap_err();
+        assert!(err.to_string().contains("IQ2_XXS"), "{err}");
+    }
 }

@@ -2,8 +2,10 @@
 //! tensors to the formats Weft's kernels take.
 //!
 //! One job: turn the bytes of a GGUF file into checked metadata, tensor
-//! infos and tensor byte slices, and convert Q4_1/F16/F32/Q8_0 tensors to
-//! Q8_0 or f32 exactly as llama.cpp would.
+//! infos and tensor byte slices, and convert tensors to the formats the
+//! kernels take: every type the current llama.cpp GGUF files use (F32,
+//! F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K) to f32, and
+//! Q4_1/F16/F32/Q8_0 to Q8_0, exactly as ggml would.
 //!
 //! Invariants:
 //! - Opening a file checks all of its layout: magic, version, every count
@@ -262,8 +264,10 @@ impl<'a> Tensor<'a> {
         self.info.n_elements
     }
 
-    /// All values as f32: F32 bit for bit, F16 widened exactly, Q8_0 and
-    /// Q4_1 dequantised as ggml does.
+    /// All values as f32, as ggml's `to_float` gives them: F32 bit for
+    /// bit, F16 and BF16 widened exactly, every block type weft-quant's
+    /// [`block::Format`] knows dequantised (NaN payloads included).
+    /// Another type is [`GgufError::UnsupportedConversion`].
     pub fn to_f32(&self) -> Result<Vec<f32>, GgufError> {
         convert::to_f32(self)
     }

@@ -117,13 +117,4 @@ mod tests {
             assert_eq!(TensorType::from_id(retired), None, "{retired}");
         }
     }
-
-    #[test]
-    fn the_formats_weft_converts_have_the_block_modules_sizes() {
-        use crate::block::{q4_1, q8_0};
-        assert_eq!(TensorType::Q8_0.block_bytes(), q8_0::BLOCK_BYTES as u64);
-        assert_eq!(TensorType::Q8_0.block_len(), q8_0::BLOCK_LEN as u64);
-        assert_eq!(TensorType::Q4_1.block_bytes(), q4_1::BLOCK_BYTES as u64);
-        assert_eq!(TensorType::Q4_1.block_len(), q4_1::BLOCK_LEN as u64);
-    }
 }

@@ -342,7 +342,7 @@ fn unknown_tensor_types_fail_only_when_used() {
     let mut w = GgufWriter::new();
     w.tensor("known", &[32], TensorType::Q8_0, &[0; 34])
         .tensor_with_type_id("mystery", &[32], 4, &[0; 20])
-        .tensor("k_quant", &[256], TensorType::Q4_K, &[0; 144]);
+        .tensor("i_quant", &[256], TensorType::IQ2_XXS, &[0; 66]);
     let g = Gguf::from_bytes(w.to_bytes()).expect("opens despite the unknown type");
     assert_eq!(g.tensor("known").expect("known").bytes().len(), 34);
     assert!(matches!(
@@ -351,12 +351,12 @@ fn unknown_tensor_types_fail_only_when_used() {
     ));
     assert!(g.tensors().is_err());
     // A named type we cannot convert gives its bytes but no conversion.
-    let k = g.tensor("k_quant").expect("Q4_K bytes");
-    assert_eq!(k.bytes().len(), 144);
+    let k = g.tensor("i_quant").expect("IQ2_XXS bytes");
+    assert_eq!(k.bytes().len(), 66);
     assert!(matches!(
         k.to_q8_0(),
         Err(GgufError::UnsupportedConversion {
-            from: TensorType::Q4_K,
+            from: TensorType::IQ2_XXS,
             ..
         })
     ));
@@ -438,4 +438,75 @@ fn put_value_encodes_what_the_reader_reads() {
     let mut bytes = Vec::new();
     put_value(&mut bytes, &Value::U16(0x1234));
     assert_eq!(bytes, [0x34, 0x12]);
+}
+
+/// The block types the K-quant and Q5 files bring, each with the
+/// offset of its binary16 scale in a block.
+const NEW_BLOCK_TYPES: &[(TensorType, usize)] = &[
+    (TensorType::Q4_0, 0),
+    (TensorType::Q5_0, 0),
+    (TensorType::Q5_1, 0),
+    (TensorType::Q2_K, 80),
+    (TensorType::Q3_K, 108),
+    (TensorType::Q4_K, 0),
+    (TensorType::Q5_K, 0),
+    (TensorType::Q6_K, 208),
+    (TensorType::BF16, 0),
+];
+
+#[test]
+fn rows_that_are_not_whole_blocks_of_a_new_type_are_refused_at_open() {
+    for &(ty, _) in NEW_BLOCK_TYPES {
+        let block = ty.block_len();
+        if block == 1 {
+            continue;
+        }
+        // A row of one block and one element: the bytes cannot be sized.
+        let bytes = vec![0u8; 2 * ty.block_bytes() as usize];
+        let mut w = GgufWriter::new();
+        w.tensor("ragged", &[block + 1, 1], ty, &bytes);
+        assert_eq!(error_name(w.to_bytes()), "ragged-row", "{ty}");
+    }
+}
+
+#[test]
+fn a_file_cut_inside_a_block_of_a_new_type_is_refused_as_out_of_range() {
+    for &(ty, _) in NEW_BLOCK_TYPES {
+        let n = ty.block_len() * 2;
+        let bytes = vec![0x55u8; 2 * ty.block_bytes() as usize];
+        let mut w = GgufWriter::new();
+        w.tensor("w", &[n], ty, &bytes);
+        let mut file = w.to_bytes();
+        file.truncate(file.len() - ty.block_bytes() as usize / 2);
+        assert_eq!(error_name(file), "tensor-out-of-range", "{ty}");
+    }
+}
+
+#[test]
+fn nan_and_infinite_scales_decode_to_non_finite_values_without_panicking() {
+    for &(ty, at) in NEW_BLOCK_TYPES {
+        // binary16 NaN and infinity; for BF16 its own.
+        let specials = if ty == TensorType::BF16 {
+            [(0x7fc0u16, true), (0x7f80u16, false)]
+        } else {
+            [(0x7e00u16, true), (0x7c00u16, false)]
+        };
+        for (scale, want_nan) in specials {
+            let mut bytes = vec![0x5au8; ty.block_bytes() as usize];
+            bytes[at..at + 2].copy_from_slice(&scale.to_le_bytes());
+            let mut w = GgufWriter::new();
+            w.tensor("w", &[ty.block_len()], ty, &bytes);
+            let g = Gguf::from_bytes(w.to_bytes()).expect("valid file");
+            let v = g
+                .tensor("w")
+                .expect("present")
+                .to_f32()
+                .expect("readable type");
+            if want_nan {
+                assert!(v.iter().any(|x| x.is_nan()), "{ty}: a NaN scale");
+            } else {
+                assert!(v.iter().any(|x| !x.is_finite()), "{ty}: an infinite scale");
+            }
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! F16 and F32 tensors: little-endian IEEE binary16 / binary32 elements.
+//! F16, BF16 and F32 tensors: little-endian binary16, bfloat16 and
+//! binary32 elements.
 //!
 //! GGUF data are only byte-aligned when read from a `Vec<u8>` or an
 //! embedded slice, so these read through `from_le_bytes` and never cast a
@@ -11,6 +12,19 @@ pub fn f16_to_f32_into(src: &[u8], dst: &mut [f32]) -> Result<(), LengthError> {
     check(src.len(), dst.len(), 2)?;
     for (s, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
         *d = half::f16::from_bits(u16::from_le_bytes([s[0], s[1]])).to_f32();
+    }
+    Ok(())
+}
+
+/// Widen little-endian bfloat16 bytes to f32: the 16 bits become the top
+/// half of the binary32 (exact, NaN payloads too, as ggml's
+/// `ggml_bf16_to_fp32`).
+///
+/// `src.len()` must be `2 * dst.len()`.
+pub fn bf16_to_f32_into(src: &[u8], dst: &mut [f32]) -> Result<(), LengthError> {
+    check(src.len(), dst.len(), 2)?;
+    for (s, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
+        *d = f32::from_bits(u32::from(u16::from_le_bytes([s[0], s[1]])) << 16);
     }
     Ok(())
 }
