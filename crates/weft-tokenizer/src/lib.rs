@@ -1,33 +1,63 @@
-//! weft-tokenizer: the GPT-2-style byte-level BPE tokenizer of a GGUF
-//! model (`tokenizer.ggml.model = "gpt2"`), as llama.cpp runs it.
+//! weft-tokenizer: the tokenizer of a GGUF model, as llama.cpp runs it —
+//! GPT-2-style byte-level BPE (`tokenizer.ggml.model = "gpt2"`, SmolLM2)
+//! or SentencePiece (`"llama"`, Gemma 3).
 //!
-//! One job: text ↔ token ids for the model a GGUF file describes — built
-//! from `tokenizer.ggml.tokens`, `.merges`, `.token_type`, `.pre` and the
-//! bos/eos/unknown/padding ids.
+//! One job: text ↔ token ids for the model a GGUF file describes, through
+//! one API whichever model the file uses: [`Tokenizer::from_gguf`],
+//! [`Tokenizer::encode`], [`Tokenizer::decode`], [`StreamDecoder`]. It is
+//! built from `tokenizer.ggml.tokens`, `.token_type` and the
+//! bos/eos/unknown/padding ids, with `.merges` and `.pre` (gpt2) or
+//! `.scores` and `.add_space_prefix` (llama).
+//!
+//! ```no_run
+//! use weft_tokenizer::{Render, Special, Tokenizer};
+//! let gguf = weft_gguf::Gguf::open("gemma-3-270m-q4_k_m.gguf")?;
+//! let tok = Tokenizer::from_gguf(&gguf)?;
+//! let mut ids = Vec::new();
+//! if tok.add_bos() {
+//!     ids.extend(tok.bos());
+//! }
+//! ids.extend(tok.encode("<start_of_turn>user\nHello", Special::Parse));
+//! // Control tokens (BOS, `<start_of_turn>`) shown or not, as asked.
+//! assert_eq!(tok.decode(&ids, Render::SkipSpecial)?, b"user\nHello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! Invariants:
-//! - Encoding is llama.cpp's: special tokens are cut out first (control
-//!   tokens only when asked, user-defined tokens always, longest first),
-//!   the rest is pre-tokenised ([`PreTokenizer`]), each piece is spelled in
-//!   GPT-2's byte characters and merged by rank, lowest first, leftmost
-//!   first among equals.
-//! - Decoding maps tokens back to bytes exactly; [`StreamDecoder`] yields
-//!   text only once its UTF-8 is complete, so a character split across
-//!   tokens is never shown in halves.
+//! - Encoding is llama.cpp's. Special tokens are cut out first, by the
+//!   same code for both models (control tokens only when asked,
+//!   user-defined tokens always, longest first). For gpt2 the rest is
+//!   pre-tokenised ([`PreTokenizer`]), each piece is spelled in GPT-2's
+//!   byte characters and merged by rank, lowest first, leftmost first
+//!   among equals. For llama each text fragment gets a leading space if
+//!   the file asks (at the start and after each special token), spaces
+//!   become `▁`, and characters are joined pairwise into tokens by score,
+//!   highest first, leftmost first among equals; a character with no token
+//!   is spelled in byte tokens `<0xNN>`.
+//! - [`Tokenizer::encode`] never adds BOS or EOS; [`Tokenizer::add_bos`]
+//!   and [`Tokenizer::add_eos`] say whether the model wants them.
+//! - Decoding maps tokens back to bytes exactly (`▁` back to a space,
+//!   byte tokens to their byte); [`StreamDecoder`] yields text only once
+//!   its UTF-8 is complete, so a character split across tokens is never
+//!   shown in halves.
 //! - Building from a file checks it: lengths agree, every merge names two
-//!   tokens and a merged token that exist, special ids are in range. A
-//!   problem is a [`TokenizerError`]; nothing panics on a bad file.
+//!   tokens and a merged token that exist, scores are numbers, byte tokens
+//!   spell a byte, special ids are in range. A problem is a
+//!   [`TokenizerError`]; nothing panics on a bad file or on any input.
 //!
 //! Bytes that have no token (SmolLM2's vocabulary lacks 21 bytes that never
 //! occur in its training text, such as 0x04 and 0xff) are dropped when
 //! encoding, as Hugging Face's tokenizer (no `unk_token`) does; llama.cpp
-//! fails on them instead.
+//! fails on them instead. A SentencePiece vocabulary without a byte's
+//! token gives the unknown token for it (dropped if there is none).
 
 mod bytes;
 mod pretokenize;
+mod spm;
 
 pub use bytes::byte_to_char;
 pub use pretokenize::PreTokenizer;
+pub use spm::{SpmVocabulary, SPACE_MARKER};
 
 use pretokenize::Splitter;
 use std::cmp::Reverse;
@@ -41,17 +71,18 @@ pub type TokenId = u32;
 /// `llama_token_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenKind {
-    /// 1: text, spelled in GPT-2 byte characters.
+    /// 1: text, spelled in GPT-2 byte characters (gpt2) or with `▁` for
+    /// a space (llama).
     Normal,
     /// 2: the unknown token.
     Unknown,
-    /// 3: a control token such as `<|im_start|>`: matched in text only
-    /// when special tokens are parsed; decodes to its text only when
-    /// special tokens are rendered.
+    /// 3: a control token such as `<|im_start|>` or `<start_of_turn>`:
+    /// matched in text only when special tokens are parsed; decodes to its
+    /// text only when special tokens are rendered.
     Control,
     /// 4: a user-defined token: always matched whole, decodes to its text.
     UserDefined,
-    /// 5: unused.
+    /// 5: unused (decodes to nothing in a SentencePiece vocabulary).
     Unused,
     /// 6: a byte token (`<0x41>`, SentencePiece vocabularies).
     Byte,
@@ -89,8 +120,8 @@ pub enum TokenizerError {
     /// A metadata key is missing or has the wrong type.
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    /// `tokenizer.ggml.model` is not `gpt2`.
-    #[error("unsupported-model: tokenizer model {model:?} is not supported (only \"gpt2\", byte-level BPE)")]
+    /// `tokenizer.ggml.model` is neither `gpt2` nor `llama`.
+    #[error("unsupported-model: tokenizer model {model:?} is not supported (only \"gpt2\", byte-level BPE, and \"llama\", SentencePiece)")]
     UnsupportedModel {
         /// The model named.
         model: String,
@@ -114,6 +145,30 @@ pub enum TokenizerError {
         tokens: usize,
         /// Token types.
         types: usize,
+    },
+    /// `scores` does not have one entry per token (SentencePiece).
+    #[error("score-count: {scores} scores for {tokens} tokens")]
+    ScoreCount {
+        /// Tokens.
+        tokens: usize,
+        /// Scores.
+        scores: usize,
+    },
+    /// A token's score is NaN, which orders nothing (SentencePiece).
+    #[error("bad-score: token {id} has score {score}, not a number")]
+    BadScore {
+        /// The token.
+        id: TokenId,
+        /// Its score.
+        score: f32,
+    },
+    /// A byte token's text is not `<0xNN>` (SentencePiece).
+    #[error("bad-byte-token: token {id} {text:?} is a byte token but not <0xNN>")]
+    BadByteToken {
+        /// The token.
+        id: TokenId,
+        /// Its text.
+        text: String,
     },
     /// A merge is not two tokens separated by one space.
     #[error("malformed-merge: merge {index} {merge:?} is not \"left right\"")]
@@ -153,8 +208,9 @@ pub enum TokenizerError {
     },
 }
 
-/// What a vocabulary is made of, for [`Tokenizer::new`] (a GGUF file's
-/// metadata gives it to [`Tokenizer::from_gguf`]).
+/// What a byte-level BPE vocabulary is made of, for [`Tokenizer::new`] (a
+/// `gpt2`-model GGUF file's metadata gives it to [`Tokenizer::from_gguf`];
+/// a SentencePiece one is an [`SpmVocabulary`]).
 #[derive(Clone, Debug, Default)]
 pub struct Vocabulary {
     /// Token strings, in id order (GPT-2 byte characters for normal tokens).
@@ -184,34 +240,57 @@ struct Token {
     kind: TokenKind,
 }
 
-/// A byte-level BPE tokenizer.
+/// A GGUF model's tokenizer: byte-level BPE or SentencePiece.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
     tokens: Vec<Token>,
     ids: HashMap<String, TokenId>,
-    /// (left, right) → (rank, merged).
-    merges: HashMap<(TokenId, TokenId), (u32, TokenId)>,
-    /// The token of each byte's GPT-2 character, if the vocabulary has it.
-    byte_tokens: [Option<TokenId>; 256],
-    /// Tokens cut out of text before BPE, longest text first.
+    /// Tokens cut out of text before BPE or SentencePiece, longest text
+    /// first.
     specials: Vec<TokenId>,
-    splitter: Splitter,
+    model: Model,
     bos: Option<TokenId>,
     eos: Option<TokenId>,
     unknown: Option<TokenId>,
     padding: Option<TokenId>,
     add_bos: bool,
+    add_eos: bool,
+}
+
+/// What a [`Tokenizer`] runs on the text between special tokens.
+#[derive(Clone, Debug)]
+enum Model {
+    /// `gpt2`.
+    Bpe(Bpe),
+    /// `llama`.
+    Spm(spm::Spm),
+}
+
+/// The byte-level BPE half of a [`Tokenizer`].
+#[derive(Clone, Debug)]
+struct Bpe {
+    /// (left, right) → (rank, merged).
+    merges: HashMap<(TokenId, TokenId), (u32, TokenId)>,
+    /// The token of each byte's GPT-2 character, if the vocabulary has it.
+    byte_tokens: [Option<TokenId>; 256],
+    splitter: Splitter,
 }
 
 impl Tokenizer {
-    /// Build the tokenizer a GGUF file describes.
+    /// Build the tokenizer a GGUF file describes: byte-level BPE for
+    /// `tokenizer.ggml.model = "gpt2"`, SentencePiece for `"llama"`.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self, TokenizerError> {
         let model: &str = gguf.metadata("tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(TokenizerError::UnsupportedModel {
+        match model {
+            "gpt2" => Self::bpe_from_gguf(gguf),
+            "llama" => spm::from_gguf(gguf),
+            _ => Err(TokenizerError::UnsupportedModel {
                 model: model.into(),
-            });
+            }),
         }
+    }
+
+    fn bpe_from_gguf(gguf: &Gguf) -> Result<Self, TokenizerError> {
         let pre_name: &str = gguf
             .metadata_opt("tokenizer.ggml.pre")?
             .unwrap_or("default");
@@ -240,11 +319,16 @@ impl Tokenizer {
                 .metadata_opt("tokenizer.ggml.add_bos_token")?
                 .unwrap_or(false),
         };
-        Self::new(vocab)
+        let mut tok = Self::new(vocab)?;
+        tok.add_eos = gguf
+            .metadata_opt("tokenizer.ggml.add_eos_token")?
+            .unwrap_or(false);
+        Ok(tok)
     }
 
-    /// Build a tokenizer from its parts (checked as [`Tokenizer::from_gguf`]
-    /// checks a file).
+    /// Build a byte-level BPE tokenizer from its parts (checked as
+    /// [`Tokenizer::from_gguf`] checks a file; [`Tokenizer::new_spm`] is
+    /// the SentencePiece one).
     pub fn new(vocab: Vocabulary) -> Result<Self, TokenizerError> {
         let n = vocab.tokens.len();
         if n == 0 || n > u32::MAX as usize {
@@ -305,41 +389,27 @@ impl Tokenizer {
             merges.entry(pair).or_insert((index as u32, merged));
         }
 
-        let check = |key: &'static str, id: Option<TokenId>| match id {
-            Some(id) if id as usize >= n => {
-                Err(TokenizerError::SpecialIdOutOfRange { key, id, vocab: n })
-            }
-            _ => Ok(id),
-        };
-        let bos = check("tokenizer.ggml.bos_token_id", vocab.bos)?;
-        let eos = check("tokenizer.ggml.eos_token_id", vocab.eos)?;
-        let unknown = check("tokenizer.ggml.unknown_token_id", vocab.unknown)?;
-        let padding = check("tokenizer.ggml.padding_token_id", vocab.padding)?;
-
-        let mut specials: Vec<TokenId> = (0..n as TokenId)
-            .filter(|&i| {
-                let t = &tokens[i as usize];
-                !t.text.is_empty()
-                    && matches!(
-                        t.kind,
-                        TokenKind::Control | TokenKind::UserDefined | TokenKind::Unknown
-                    )
-            })
-            .collect();
-        specials.sort_by_key(|&i| (Reverse(tokens[i as usize].text.len()), i));
+        let bos = checked_special(n, "tokenizer.ggml.bos_token_id", vocab.bos)?;
+        let eos = checked_special(n, "tokenizer.ggml.eos_token_id", vocab.eos)?;
+        let unknown = checked_special(n, "tokenizer.ggml.unknown_token_id", vocab.unknown)?;
+        let padding = checked_special(n, "tokenizer.ggml.padding_token_id", vocab.padding)?;
+        let specials = special_cut_order(&tokens);
 
         Ok(Self {
             tokens,
             ids,
-            merges,
-            byte_tokens,
             specials,
-            splitter: Splitter::new(vocab.pre.unwrap_or(PreTokenizer::Gpt2)),
+            model: Model::Bpe(Bpe {
+                merges,
+                byte_tokens,
+                splitter: Splitter::new(vocab.pre.unwrap_or(PreTokenizer::Gpt2)),
+            }),
             bos,
             eos,
             unknown,
             padding,
             add_bos: vocab.add_bos,
+            add_eos: false,
         })
     }
 
@@ -369,10 +439,18 @@ impl Tokenizer {
     }
 
     /// Whether the model expects a BOS token before a prompt
-    /// (`tokenizer.ggml.add_bos_token`; false for SmolLM2). [`Tokenizer::encode`]
+    /// (`tokenizer.ggml.add_bos_token`; false for SmolLM2, true for Gemma
+    /// 3, true when a SentencePiece file does not say). [`Tokenizer::encode`]
     /// never adds one itself.
     pub fn add_bos(&self) -> bool {
         self.add_bos
+    }
+
+    /// Whether the model expects an EOS token after a prompt
+    /// (`tokenizer.ggml.add_eos_token`, false when the file does not say).
+    /// [`Tokenizer::encode`] never adds one itself.
+    pub fn add_eos(&self) -> bool {
+        self.add_eos
     }
 
     /// The id of a token string (`token_id("<|im_end|>")`).
@@ -385,7 +463,8 @@ impl Tokenizer {
         self.tokens.get(id as usize).map(|t| t.text.as_str())
     }
 
-    /// The bytes a token stands for (a control token: its text).
+    /// The bytes a token stands for (a control token: its text; a
+    /// SentencePiece byte token: its byte).
     pub fn token_bytes(&self, id: TokenId) -> Option<&[u8]> {
         self.tokens.get(id as usize).map(|t| t.bytes.as_slice())
     }
@@ -398,13 +477,19 @@ impl Tokenizer {
     /// Encode text to token ids (no BOS is added; see [`Tokenizer::add_bos`]).
     pub fn encode(&self, text: &str, special: Special) -> Vec<TokenId> {
         let mut out = Vec::new();
-        for fragment in self.cut_specials(text, special) {
-            match fragment {
-                Fragment::Token(id) => out.push(id),
-                Fragment::Text(t) => self
-                    .splitter
-                    .split(t, |piece| self.encode_piece(piece, &mut out)),
+        let fragments = self.cut_specials(text, special);
+        match &self.model {
+            Model::Bpe(bpe) => {
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Token(id) => out.push(id),
+                        Fragment::Text(t) => bpe
+                            .splitter
+                            .split(t, |piece| self.encode_piece(bpe, piece, &mut out)),
+                    }
+                }
             }
+            Model::Spm(spm) => spm.encode(self, &fragments, &mut out),
         }
         out
     }
@@ -449,7 +534,7 @@ impl Tokenizer {
     /// BPE on one piece: its bytes as GPT-2 characters, then merges by
     /// rank (lowest first; leftmost first among equal ranks), as
     /// llama.cpp's `llm_tokenizer_bpe_session` and Hugging Face's BPE do.
-    fn encode_piece(&self, piece: &str, out: &mut Vec<TokenId>) {
+    fn encode_piece(&self, bpe: &Bpe, piece: &str, out: &mut Vec<TokenId>) {
         // The whole piece may be one token already.
         if let Some(&id) = self.ids.get(spell(piece).as_str()) {
             if self.tokens[id as usize].kind == TokenKind::Normal {
@@ -459,7 +544,7 @@ impl Tokenizer {
         }
         let mut syms: Vec<Sym> = piece
             .bytes()
-            .filter_map(|b| self.byte_tokens[b as usize])
+            .filter_map(|b| bpe.byte_tokens[b as usize])
             .map(|id| Sym {
                 id,
                 prev: None,
@@ -474,7 +559,7 @@ impl Tokenizer {
         }
         let mut queue = BinaryHeap::new();
         let push = |queue: &mut BinaryHeap<_>, syms: &[Sym], left: usize, right: usize| {
-            if let Some(&(rank, merged)) = self.merges.get(&(syms[left].id, syms[right].id)) {
+            if let Some(&(rank, merged)) = bpe.merges.get(&(syms[left].id, syms[right].id)) {
                 queue.push(Reverse(Candidate {
                     rank,
                     left,
@@ -517,10 +602,22 @@ impl Tokenizer {
     /// Decode ids to bytes; `render` says whether control tokens show as
     /// their text. The bytes need not be UTF-8 (a cut can fall inside a
     /// character); see [`StreamDecoder`] for text.
+    ///
+    /// A SentencePiece vocabulary with `add_space_prefix` drops one leading
+    /// space from the first token's text, the space encoding put there, as
+    /// llama.cpp's `llama_detokenize` does. Only from the first token: after
+    /// a leading BOS or other special token nothing is dropped, and the
+    /// space encoding puts after each special token stays.
+    /// [`StreamDecoder`] drops nothing: it shows continuations.
     pub fn decode(&self, ids: &[TokenId], render: Render) -> Result<Vec<u8>, TokenizerError> {
         let mut out = Vec::new();
-        for &id in ids {
-            out.extend_from_slice(self.piece(id, render)?);
+        for (i, &id) in ids.iter().enumerate() {
+            let piece = self.piece(id, render)?;
+            let strip = i == 0 && matches!(&self.model, Model::Spm(s) if s.add_space_prefix);
+            out.extend_from_slice(match piece {
+                [b' ', rest @ ..] if strip => rest,
+                _ => piece,
+            });
         }
         Ok(out)
     }
@@ -533,9 +630,17 @@ impl Tokenizer {
                 id,
                 vocab: self.tokens.len(),
             })?;
-        Ok(match (t.kind, render) {
-            (TokenKind::Control, Render::SkipSpecial) => &[],
-            _ => &t.bytes,
+        // llama.cpp hides the unknown token too, but the gpt2 path has
+        // always shown it; SentencePiece follows llama.cpp.
+        let hidden = match t.kind {
+            TokenKind::Control => true,
+            TokenKind::Unknown => matches!(self.model, Model::Spm(_)),
+            _ => false,
+        };
+        Ok(if hidden && render == Render::SkipSpecial {
+            &[]
+        } else {
+            &t.bytes
         })
     }
 
@@ -549,12 +654,45 @@ impl Tokenizer {
     }
 }
 
+/// Check a special-token id against a vocabulary of `n`.
+fn checked_special(
+    n: usize,
+    key: &'static str,
+    id: Option<TokenId>,
+) -> Result<Option<TokenId>, TokenizerError> {
+    match id {
+        Some(id) if id as usize >= n => {
+            Err(TokenizerError::SpecialIdOutOfRange { key, id, vocab: n })
+        }
+        _ => Ok(id),
+    }
+}
+
+/// The tokens cut out of text before BPE or SentencePiece (control,
+/// user-defined and unknown tokens with text), longest text first, then by
+/// id: llama.cpp's `cache_special_tokens`.
+fn special_cut_order(tokens: &[Token]) -> Vec<TokenId> {
+    let mut specials: Vec<TokenId> = (0..tokens.len() as TokenId)
+        .filter(|&i| {
+            let t = &tokens[i as usize];
+            !t.text.is_empty()
+                && matches!(
+                    t.kind,
+                    TokenKind::Control | TokenKind::UserDefined | TokenKind::Unknown
+                )
+        })
+        .collect();
+    specials.sort_by_key(|&i| (Reverse(tokens[i as usize].text.len()), i));
+    specials
+}
+
 /// How [`Tokenizer::decode`] shows control tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Render {
     /// As their text (`<|im_end|>`), like llama.cpp's `special = true`.
     Special,
-    /// Not at all, like llama.cpp's `special = false`.
+    /// Not at all, like llama.cpp's `special = false` (for SentencePiece,
+    /// the unknown token too).
     SkipSpecial,
 }
 
