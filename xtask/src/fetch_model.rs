@@ -67,8 +67,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let path = weft_fetch::fetch(spec, &mut |line| eprintln!("fetch-model: {line}"))
         .map_err(|e| e.to_string())?;
     let gguf = Gguf::open(&path).map_err(|e| e.to_string())?;
-    // A tokenizer Weft does not read yet (Gemma's SentencePiece) is said,
-    // not an error: the file is fetched and verified.
+    // A tokenizer Weft cannot build is said, not an error: the file is
+    // fetched and verified.
     let tok = Tokenizer::from_gguf(&gguf);
     println!("{}", path.display());
     println!(

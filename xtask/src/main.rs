@@ -16,6 +16,7 @@ mod bench_decode;
 mod bench_elementwise;
 mod bench_gemm;
 mod bench_gguf_load;
+mod bench_kquant;
 mod bench_loopnest;
 mod bench_plan;
 mod bench_prefill;
@@ -98,7 +99,7 @@ enum Command {
     },
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
     Peer {
-        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests; `quant-fixtures`: ggml's dequantisations weft-quant's tests pin.
+        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests (SmolLM2 and Gemma 3); `quant-fixtures`: ggml's dequantisations weft-quant's tests pin; `tokenizer-references`: llama-tokenize's ids for the SentencePiece tests.
         #[arg(value_enum)]
         step: Option<PeerStep>,
     },
@@ -140,6 +141,9 @@ enum Bench {
     },
     /// ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads.
     GgufLoad,
+    /// µs/call of the q4_k.matvec arm and twins at Gemma 3's shapes, and a DRAM sweep against the streaming-read ceiling.
+    #[command(name = "kquant-matvec")]
+    KquantMatvec,
     /// ns/call of the weft-loopnest kernels at SmolLM2 shapes next to plain Rust loops.
     Loopnest,
     /// ms to compile a SmolLM2-135M plan, cold (empty cache) and warm.
@@ -221,6 +225,8 @@ enum PeerStep {
     References,
     /// Rewrite weft-quant's pinned fixtures: ggml's own dequantisation of every block type Weft reads, and its Q8_K quantisation.
     QuantFixtures,
+    /// Print llama-tokenize's ids of the Gemma 3 270M file (SentencePiece) that tests/spm_references.rs pins.
+    TokenizerReferences,
 }
 
 /// The sections of `bench q8-matvec` that can run alone.
@@ -247,6 +253,7 @@ const COMMANDS: &[&str] = &[
     "bench elementwise",
     "bench gemm",
     "bench gguf-load",
+    "bench kquant-matvec",
     "bench loopnest",
     "bench plan",
     "bench prefill",
@@ -303,7 +310,11 @@ impl Command {
             Command::Bench { bench } => {
                 let mut v = vec![Some(bench.name().to_owned())];
                 match bench {
-                    Bench::Attention | Bench::Elementwise | Bench::GgufLoad | Bench::Loopnest => {}
+                    Bench::Attention
+                    | Bench::Elementwise
+                    | Bench::GgufLoad
+                    | Bench::KquantMatvec
+                    | Bench::Loopnest => {}
                     Bench::Decode(d) => v.extend([
                         flag(d.offline, "offline"),
                         flag(d.neighbour, "neighbour"),
@@ -360,6 +371,7 @@ impl Bench {
             Bench::Elementwise => "elementwise",
             Bench::Gemm { .. } => "gemm",
             Bench::GgufLoad => "gguf-load",
+            Bench::KquantMatvec => "kquant-matvec",
             Bench::Loopnest => "loopnest",
             Bench::Plan(_) => "plan",
             Bench::Prefill(_) => "prefill",
@@ -412,6 +424,7 @@ fn run(command: &Command) -> Result<(), String> {
             Bench::Elementwise => bench_elementwise::run(&args),
             Bench::Gemm { .. } => bench_gemm::run(&args),
             Bench::GgufLoad => bench_gguf_load::run(&args),
+            Bench::KquantMatvec => bench_kquant::run(&args),
             Bench::Loopnest => bench_loopnest::run(&args),
             Bench::Plan(_) => bench_plan::run(&args),
             Bench::Prefill(_) => bench_prefill::run(&args),
@@ -490,6 +503,7 @@ mod tests {
             "bench gemm",
             "bench gemm --quick",
             "bench gguf-load",
+            "bench kquant-matvec",
             "bench loopnest",
             "bench plan",
             "bench plan --sites=20 --rounds=1 --warm=1 --rebuilt=0",

@@ -7,7 +7,9 @@
 //! an [`Engine`] that feeds tokens through a compiled plan and returns
 //! logits. [`source`] finds the model a user asks for ([`Choice`]): a
 //! file, SmolLM2-135M-Instruct in the user's cache (fetched once), or the
-//! embedded one.
+//! embedded one. [`gemma3`] reads a second architecture, Gemma 3, and
+//! runs it in a plain-loop reference (the yardstick its planned engine
+//! will be held to; that engine is not built yet).
 //!
 //! Invariants:
 //!
@@ -31,6 +33,7 @@
 
 mod config;
 pub mod engine;
+pub mod gemma3;
 pub mod load;
 mod model;
 pub mod reference;
