@@ -208,6 +208,11 @@ impl Peer {
             .map_err(|e| format!("{}: cannot run {}: {e}", self.who, self.bench.display()))
     }
 
+    /// The same llama-bench timing `model` instead.
+    pub(crate) fn with_model(self, model: PathBuf) -> Peer {
+        Peer { model, ..self }
+    }
+
     /// The rate (`avg_ts`, tokens/s) a run of [`Peer::run`] reported; an
     /// error if it failed or printed none.
     pub(crate) fn avg_ts_of(&self, out: &Output) -> Result<f64, String> {
@@ -306,6 +311,11 @@ impl Drop for Neighbour {
 
 /// Run the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
+    match args.iter().find_map(|a| a.strip_prefix("--model=")) {
+        Some("gemma3-270m") => return crate::bench_gemma::run(args),
+        Some("smollm2-135m") | None => {}
+        Some(other) => return Err(format!("bench decode: no model {other:?}")),
+    }
     let offline = args.iter().any(|a| a == "--offline");
     let with_neighbour = args.iter().any(|a| a == "--neighbour");
     let peer = Peer::from_args(args, "bench decode")?;

@@ -15,6 +15,7 @@ mod bench_attention;
 mod bench_decode;
 mod bench_elementwise;
 mod bench_gemm;
+mod bench_gemma;
 mod bench_gguf_load;
 mod bench_kquant;
 mod bench_loopnest;
@@ -162,6 +163,9 @@ enum Bench {
 /// The options of `bench decode`.
 #[derive(Args, Debug, PartialEq, Eq)]
 struct DecodeArgs {
+    /// The model, by name: SmolLM2-135M (the default) or Gemma 3 270M in Q4_K_M (its own engine; the peer times the same file).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["smollm2-135m", "gemma3-270m"]))]
+    model: Option<String>,
     /// Time the embedded model; do not fetch the real one.
     #[arg(long)]
     offline: bool,
@@ -316,6 +320,7 @@ impl Command {
                     | Bench::KquantMatvec
                     | Bench::Loopnest => {}
                     Bench::Decode(d) => v.extend([
+                        value(&d.model, "model"),
                         flag(d.offline, "offline"),
                         flag(d.neighbour, "neighbour"),
                         peer(&d.peer),
@@ -499,6 +504,7 @@ mod tests {
             "bench decode --offline",
             "bench decode --neighbour",
             "bench decode --peer=PATH/llama-bench --peer-model=smol-q8_0.gguf",
+            "bench decode --model gemma3-270m --peer",
             "bench elementwise",
             "bench gemm",
             "bench gemm --quick",

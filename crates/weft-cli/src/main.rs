@@ -240,6 +240,15 @@ fn cache_rejection(plan: &CompiledPlan) -> Option<String> {
 
 fn run(a: RunArgs) -> Result<(), String> {
     let t_load = Instant::now();
+    // A Gemma 3 file runs on its own engine (weft_llm::gemma3).
+    if let Some(path) =
+        source::model_file(&a.model.choice(), &mut fetch_notice).map_err(|e| e.to_string())?
+    {
+        let g = weft_gguf::Gguf::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if g.architecture().ok() == Some("gemma3") {
+            return run_gemma3(&a, &path, &g, t_load);
+        }
+    }
     let model = load(&a.model)?;
     let load_s = t_load.elapsed().as_secs_f64();
     let threads = a
@@ -341,6 +350,109 @@ fn run(a: RunArgs) -> Result<(), String> {
         "logits digest: sha256:{} ({} steps)",
         engine.digest(),
         engine.position()
+    );
+    Ok(())
+}
+
+/// Gemma 3's chat turn around `prompt` (llama.cpp's built-in Gemma
+/// template; Weft does not interpret the file's Jinja template).
+fn gemma_turn(prompt: &str) -> String {
+    format!("<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n")
+}
+
+/// `weft run` on a Gemma 3 file: its planned engine (products, quantiser
+/// and attention are plan sites; the small operations run in Rust, see
+/// `weft_llm::gemma3`), the prompt a token at a time, then greedy decode.
+fn run_gemma3(
+    a: &RunArgs,
+    path: &std::path::Path,
+    g: &weft_gguf::Gguf,
+    t_load: Instant,
+) -> Result<(), String> {
+    if a.batch.is_some() {
+        return Err("bad-config: --batch: a Gemma 3 prompt is fed a token at a time".into());
+    }
+    if a.model.kv != KvCache::F16 {
+        return Err("bad-config: --kv: the Gemma 3 engine's cache is binary16".into());
+    }
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let tokenizer = weft_tokenizer::Tokenizer::from_gguf(g).map_err(|e| e.to_string())?;
+    let mut engine = weft_llm::gemma3::Gemma3Engine::open(g, a.model.max_seq, options()?, threads)
+        .map_err(|e| e.to_string())?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    cache_note(engine.plan());
+    let c = engine.config();
+    eprintln!(
+        "weft: {} (Gemma 3, {} layers) loaded and planned in {load_s:.2} s; KV cache f16 × {} positions; {threads} thread{}",
+        path.display(),
+        c.layers,
+        c.max_seq,
+        if threads == 1 { "" } else { "s" },
+    );
+    let mut prompt: Vec<u32> = tokenizer.bos().into_iter().collect();
+    if a.raw {
+        prompt.extend(tokenizer.encode(&a.prompt, weft_tokenizer::Special::AsText));
+    } else {
+        prompt.extend(tokenizer.encode(&gemma_turn(&a.prompt), weft_tokenizer::Special::Parse));
+    }
+    let needed = prompt.len().saturating_add(a.n);
+    if needed > c.max_seq {
+        return Err(format!(
+            "context-full: {needed} positions do not fit in the KV cache's {} ({} prompt tokens, {} to generate; --max-seq sets the cache)",
+            c.max_seq,
+            prompt.len(),
+            a.n
+        ));
+    }
+    let stops: Vec<u32> = [tokenizer.eos(), tokenizer.token_id("<end_of_turn>")]
+        .into_iter()
+        .flatten()
+        .collect();
+    let argmax = |logits: &[f32]| {
+        (0..logits.len())
+            .max_by(|&x, &y| logits[x].total_cmp(&logits[y]).then(y.cmp(&x)))
+            .unwrap_or(0) as u32
+    };
+    let t_prompt = Instant::now();
+    let mut logits = Vec::new();
+    for &t in &prompt {
+        logits = engine.step(t).map_err(|e| e.to_string())?;
+    }
+    let prompt_s = t_prompt.elapsed().as_secs_f64();
+    let mut out = std::io::stdout().lock();
+    let mut text = tokenizer.stream_decoder(Render::SkipSpecial);
+    let mut generated = 0usize;
+    let t_decode = Instant::now();
+    let mut next = argmax(&logits);
+    while generated < a.n {
+        if !a.ignore_eos && stops.contains(&next) {
+            break;
+        }
+        let piece = text.push(next).map_err(|e| e.to_string())?;
+        let _ = out.write_all(piece.as_bytes());
+        let _ = out.flush();
+        generated += 1;
+        if generated == a.n {
+            break;
+        }
+        logits = engine.step(next).map_err(|e| e.to_string())?;
+        next = argmax(&logits);
+    }
+    let decode_s = t_decode.elapsed().as_secs_f64();
+    let _ = writeln!(out, "{}", text.finish());
+    drop(out);
+    let steps = generated.saturating_sub(1);
+    eprintln!(
+        "prompt: {} tokens in {prompt_s:.3} s ({:.1} tok/s, a token at a time); first token after {prompt_s:.3} s",
+        prompt.len(),
+        prompt.len() as f64 / prompt_s.max(1e-9),
+    );
+    eprintln!(
+        "decode: {steps} tokens in {decode_s:.3} s ({:.1} tok/s)",
+        steps as f64 / decode_s.max(1e-9)
     );
     Ok(())
 }

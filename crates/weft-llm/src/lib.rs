@@ -7,9 +7,11 @@
 //! an [`Engine`] that feeds tokens through a compiled plan and returns
 //! logits. [`source`] finds the model a user asks for ([`Choice`]): a
 //! file, SmolLM2-135M-Instruct in the user's cache (fetched once), or the
-//! embedded one. [`gemma3`] reads a second architecture, Gemma 3, and
-//! runs it in a plain-loop reference (the yardstick its planned engine
-//! will be held to; that engine is not built yet).
+//! embedded one. [`gemma3`] runs a second architecture, Gemma 3, from its
+//! file's own K-quant, Q5_0 and Q8_0 bytes: a plain-loop reference, and an
+//! engine whose products, activation quantiser and attention are plan
+//! sites — its small operations are not yet, so the invariants below are
+//! the Llama [`Engine`]'s.
 //!
 //! Invariants:
 //!

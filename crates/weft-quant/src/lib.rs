@@ -11,7 +11,9 @@
 //! - Every function here is pure and total on bytes: any bit pattern
 //!   decodes; lengths are checked and a wrong one is a typed error.
 //! - Every dequantiser gives the bits ggml's reference `to_float` gives,
-//!   NaN payloads included; `tests/ggml_pinned.rs` checks each against
+//!   NaN payloads included — but for the NaN that arithmetic makes of
+//!   `0 · ∞`, the host's default NaN (its sign differs between x86-64 and
+//!   aarch64, in ggml as here); `tests/ggml_pinned.rs` checks each against
 //!   values ggml computed (`cargo xtask peer quant-fixtures` regenerates
 //!   them).
 

@@ -1,7 +1,9 @@
 //! Gemma 3 (`general.architecture = "gemma3"`): its shape from a GGUF
-//! file, and a plain-Rust reference of its forward pass — the yardstick
-//! the planned Gemma 3 engine will be held to, as [`mod@crate::reference`]
-//! is for the Llama one.
+//! file, and one forward pass run two ways — by
+//! [`Gemma3Reference`], whose products are plain f64 loops over weights
+//! dequantised once (the yardstick, as [`mod@crate::reference`] is for the
+//! Llama model), and by [`Gemma3Engine`], whose products are kernels of a
+//! compiled plan over the weights in their GGUF bytes.
 //!
 //! The order of operations is llama.cpp's Gemma 3 graph: embeddings scaled
 //! by `√dim`; per layer RMSNorm, Q/K/V, per-head RMSNorm of Q and K, NEOX
@@ -13,8 +15,8 @@
 //! form), the down projection, a post-FFN RMSNorm, the residual; the
 //! output RMSNorm and the tied output projection (the token embeddings).
 //!
-//! The numeric model is llama.cpp's CPU backend's wherever it rounds
-//! coarsely enough to move a greedy choice: every matrix product
+//! The reference's numeric model is llama.cpp's CPU backend's wherever it
+//! rounds coarsely enough to move a greedy choice: every matrix product
 //! quantises its activation first — to Q8_K for K-quant weights, to Q8_0
 //! otherwise, by ggml's reference quantisers; keys and values are rounded
 //! to binary16 when they enter the cache; attention is flash attention's
@@ -25,13 +27,23 @@
 //! operations, as llama.cpp keeps them; RMSNorm and RoPE round as ggml's
 //! do (a double sum of squares, an f32 scale; angles by repeated f32
 //! multiplication, `cosf`/`sinf`); a product's dot is summed in f64 and
-//! rounded once.
+//! rounded once. The engine shares all of it but the products' fold
+//! orders and attention (the `attention.fused` contract's, which
+//! accumulates in f32).
+
+mod engine;
+mod reference;
+#[cfg(test)]
+mod synthetic;
+
+pub use engine::{Gemma3Engine, GemmaOpenError};
+pub use reference::Gemma3Reference;
 
 use half::f16;
 use weft_gguf::block::Format;
 use weft_gguf::{Gguf, TensorType};
 
-use crate::ModelError;
+use crate::{EngineError, ModelError};
 
 /// Every extent and constant of a Gemma 3 forward pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,18 +167,9 @@ impl Gemma3Config {
     }
 }
 
-/// A matrix dequantised to f32 (`rows × cols`, row-major), remembering
-/// its stored format: the activation it multiplies is quantised as
-/// llama.cpp pairs that format.
-struct Matrix {
-    format: Format,
-    cols: usize,
-    values: Vec<f32>,
-}
-
 /// The activation format llama.cpp quantises to before a product with
 /// weights of `w` (its `vec_dot_type`), or `None` for f32 weights.
-fn vec_dot_type(w: Format) -> Option<Format> {
+pub(crate) fn vec_dot_type(w: Format) -> Option<Format> {
     match w {
         Format::Q2_K | Format::Q3_K | Format::Q4_K | Format::Q5_K | Format::Q6_K => {
             Some(Format::Q8_K)
@@ -178,44 +181,8 @@ fn vec_dot_type(w: Format) -> Option<Format> {
     }
 }
 
-impl Matrix {
-    fn open(g: &Gguf, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        let t = g.tensor(name)?;
-        if t.dims() != [cols as u64, rows as u64] {
-            return Err(ModelError::Shape {
-                tensor: name.into(),
-                reason: format!("dims {:?}, expected [{cols}, {rows}]", t.dims()),
-            });
-        }
-        let format = weft_gguf_format(t.tensor_type()).ok_or_else(|| ModelError::Shape {
-            tensor: name.into(),
-            reason: format!("type {} is not one Weft reads", t.tensor_type()),
-        })?;
-        Ok(Matrix {
-            format,
-            cols,
-            values: t.to_f32()?,
-        })
-    }
-
-    /// `W · x`: `x` quantised as llama.cpp would, each dot summed in f64
-    /// and rounded to f32.
-    fn apply(&self, x: &[f32]) -> Vec<f32> {
-        let xq = quantised(x, vec_dot_type(self.format));
-        self.values
-            .chunks_exact(self.cols)
-            .map(|row| {
-                row.iter()
-                    .zip(&xq)
-                    .map(|(&w, &v)| f64::from(w) * v)
-                    .sum::<f64>() as f32
-            })
-            .collect()
-    }
-}
-
 /// The tensor type's block format, when weft-quant decodes it.
-fn weft_gguf_format(t: TensorType) -> Option<Format> {
+pub(crate) fn weft_gguf_format(t: TensorType) -> Option<Format> {
     Format::ALL
         .iter()
         .copied()
@@ -224,7 +191,7 @@ fn weft_gguf_format(t: TensorType) -> Option<Format> {
 
 /// `x` through `format`'s reference quantiser and back (Q8_0 or Q8_K), or
 /// as it is.
-fn quantised(x: &[f32], format: Option<Format>) -> Vec<f64> {
+pub(crate) fn quantised(x: &[f32], format: Option<Format>) -> Vec<f64> {
     let Some(format) = format else {
         return x.iter().map(|&v| f64::from(v)).collect();
     };
@@ -246,22 +213,6 @@ fn quantised(x: &[f32], format: Option<Format>) -> Vec<f64> {
     out.into_iter().map(f64::from).collect()
 }
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
-    q_norm: Vec<f32>,
-    k_norm: Vec<f32>,
-    o: Matrix,
-    post_attn_norm: Vec<f32>,
-    ffn_norm: Vec<f32>,
-    gate: Matrix,
-    up: Matrix,
-    down: Matrix,
-    post_ffw_norm: Vec<f32>,
-}
-
 fn vector(g: &Gguf, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
     let v = g.tensor(name)?.to_f32()?;
     if v.len() != len {
@@ -273,140 +224,252 @@ fn vector(g: &Gguf, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
     Ok(v)
 }
 
-/// Gemma 3's forward pass in plain loops: the weights dequantised once to
-/// f32, a binary16 KV cache, one token at a time.
-pub struct Gemma3Reference {
-    config: Gemma3Config,
-    token_embd: Matrix,
-    output_norm: Vec<f32>,
-    layers: Vec<Layer>,
-    /// Per layer: keys and values of every position so far, `kv_dim` each.
-    keys: Vec<Vec<f16>>,
-    values: Vec<Vec<f16>>,
+/// A matrix of the model: one of a layer's seven, or the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mat {
+    /// `attn_q`.
+    Q,
+    /// `attn_k`.
+    K,
+    /// `attn_v`.
+    V,
+    /// `attn_output`.
+    O,
+    /// `ffn_gate`.
+    Gate,
+    /// `ffn_up`.
+    Up,
+    /// `ffn_down`.
+    Down,
+    /// The output projection: the token embeddings, tied.
+    Head,
+}
+
+impl Mat {
+    /// A layer's seven, in the order a step multiplies by them.
+    pub const LAYER: [Mat; 7] = [
+        Mat::Q,
+        Mat::K,
+        Mat::V,
+        Mat::O,
+        Mat::Gate,
+        Mat::Up,
+        Mat::Down,
+    ];
+
+    /// The plan's label for its site.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mat::Q => "blk.*.attn_q",
+            Mat::K => "blk.*.attn_k",
+            Mat::V => "blk.*.attn_v",
+            Mat::O => "blk.*.attn_output",
+            Mat::Gate => "blk.*.ffn_gate",
+            Mat::Up => "blk.*.ffn_up",
+            Mat::Down => "blk.*.ffn_down",
+            Mat::Head => "output",
+        }
+    }
+
+    /// The GGUF tensor's name in layer `l`.
+    pub fn tensor(self, l: usize) -> String {
+        let name = match self {
+            Mat::Q => "attn_q",
+            Mat::K => "attn_k",
+            Mat::V => "attn_v",
+            Mat::O => "attn_output",
+            Mat::Gate => "ffn_gate",
+            Mat::Up => "ffn_up",
+            Mat::Down => "ffn_down",
+            Mat::Head => return "token_embd.weight".to_owned(),
+        };
+        format!("blk.{l}.{name}.weight")
+    }
+
+    /// `(rows, cols)` in model `c`.
+    pub fn shape(self, c: &Gemma3Config) -> (usize, usize) {
+        let (qd, kvd) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        match self {
+            Mat::Q => (qd, c.dim),
+            Mat::K | Mat::V => (kvd, c.dim),
+            Mat::O => (c.dim, qd),
+            Mat::Gate | Mat::Up => (c.hidden, c.dim),
+            Mat::Down => (c.dim, c.hidden),
+            Mat::Head => (c.vocab, c.dim),
+        }
+    }
+}
+
+/// What the forward pass delegates — its products and its attention — so
+/// that the two ways of running it share everything else.
+pub(crate) trait Kernels {
+    /// Row `token` of the token embeddings, as f32.
+    fn embed(&mut self, token: u32) -> Vec<f32>;
+    /// `W · x` for matrix `m` of layer `layer` (0 for the head), with `x`
+    /// quantised as llama.cpp pairs the weights' format.
+    fn apply(&mut self, m: Mat, layer: usize, x: &[f32]) -> Result<Vec<f32>, EngineError>;
+    /// Every query head of `q` (already scaled) against the `lk` cached
+    /// keys and values of `keys`/`values` (binary16 bits, `kv_dim` a
+    /// position), the last of them the query's own position; the heads'
+    /// outputs concatenated.
+    fn attend(
+        &mut self,
+        c: &Gemma3Config,
+        q: &[f32],
+        keys: &[u16],
+        values: &[u16],
+        lk: usize,
+    ) -> Result<Vec<f32>, EngineError>;
+}
+
+/// The f32 vectors of a layer: its six norms' weights.
+pub(crate) struct LayerNorms {
+    attn_norm: Vec<f32>,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    post_attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    post_ffw_norm: Vec<f32>,
+}
+
+/// Every norm weight of the model.
+pub(crate) struct Norms {
+    layers: Vec<LayerNorms>,
+    output: Vec<f32>,
+}
+
+impl Norms {
+    pub(crate) fn open(g: &Gguf, c: &Gemma3Config) -> Result<Norms, ModelError> {
+        let (dim, hd) = (c.dim, c.head_dim);
+        let layers = (0..c.layers)
+            .map(|l| {
+                let n = |t: &str| format!("blk.{l}.{t}.weight");
+                Ok(LayerNorms {
+                    attn_norm: vector(g, &n("attn_norm"), dim)?,
+                    q_norm: vector(g, &n("attn_q_norm"), hd)?,
+                    k_norm: vector(g, &n("attn_k_norm"), hd)?,
+                    post_attn_norm: vector(g, &n("post_attention_norm"), dim)?,
+                    ffn_norm: vector(g, &n("ffn_norm"), dim)?,
+                    post_ffw_norm: vector(g, &n("post_ffw_norm"), dim)?,
+                })
+            })
+            .collect::<Result<_, ModelError>>()?;
+        Ok(Norms {
+            layers,
+            output: vector(g, "output_norm.weight", dim)?,
+        })
+    }
+}
+
+/// The binary16 KV cache and the position.
+pub(crate) struct Cache {
+    /// Per layer: keys and values of every position so far, `kv_dim` each,
+    /// as binary16 bits.
+    keys: Vec<Vec<u16>>,
+    values: Vec<Vec<u16>>,
     pos: usize,
 }
 
-impl Gemma3Reference {
-    /// Read `g`'s weights (every matrix dequantised to f32, about 4 bytes
-    /// per weight) for a cache of `max_seq` positions.
-    pub fn open(g: &Gguf, max_seq: usize) -> Result<Gemma3Reference, ModelError> {
-        let c = Gemma3Config::from_gguf(g, max_seq)?;
-        let (dim, hd) = (c.dim, c.head_dim);
-        let (qd, kvd) = (c.heads * hd, c.kv_heads * hd);
-        let mut layers = Vec::with_capacity(c.layers);
-        for l in 0..c.layers {
-            let n = |t: &str| format!("blk.{l}.{t}.weight");
-            layers.push(Layer {
-                attn_norm: vector(g, &n("attn_norm"), dim)?,
-                q: Matrix::open(g, &n("attn_q"), qd, dim)?,
-                k: Matrix::open(g, &n("attn_k"), kvd, dim)?,
-                v: Matrix::open(g, &n("attn_v"), kvd, dim)?,
-                q_norm: vector(g, &n("attn_q_norm"), hd)?,
-                k_norm: vector(g, &n("attn_k_norm"), hd)?,
-                o: Matrix::open(g, &n("attn_output"), dim, qd)?,
-                post_attn_norm: vector(g, &n("post_attention_norm"), dim)?,
-                ffn_norm: vector(g, &n("ffn_norm"), dim)?,
-                gate: Matrix::open(g, &n("ffn_gate"), c.hidden, dim)?,
-                up: Matrix::open(g, &n("ffn_up"), c.hidden, dim)?,
-                down: Matrix::open(g, &n("ffn_down"), dim, c.hidden)?,
-                post_ffw_norm: vector(g, &n("post_ffw_norm"), dim)?,
-            });
-        }
-        let token_embd = Matrix::open(g, "token_embd.weight", c.vocab, dim)?;
-        Ok(Gemma3Reference {
-            output_norm: vector(g, "output_norm.weight", dim)?,
-            token_embd,
-            layers,
-            keys: vec![Vec::new(); c.layers],
-            values: vec![Vec::new(); c.layers],
+impl Cache {
+    pub(crate) fn new(c: &Gemma3Config) -> Cache {
+        let kvd = c.kv_heads * c.head_dim;
+        Cache {
+            keys: vec![Vec::with_capacity(c.max_seq * kvd); c.layers],
+            values: vec![Vec::with_capacity(c.max_seq * kvd); c.layers],
             pos: 0,
-            config: c,
-        })
+        }
     }
 
-    /// The model's shape.
-    pub fn config(&self) -> &Gemma3Config {
-        &self.config
-    }
-
-    /// Positions fed so far.
-    pub fn position(&self) -> usize {
-        self.pos
-    }
-
-    /// Forget every position (an empty cache), keeping the weights.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.keys.iter_mut().for_each(Vec::clear);
         self.values.iter_mut().for_each(Vec::clear);
         self.pos = 0;
     }
 
-    /// Feed `token` at the next position; its logits.
-    pub fn step(&mut self, token: u32) -> Result<Vec<f32>, ModelError> {
-        let c = self.config.clone();
-        if token as usize >= c.vocab {
-            return Err(ModelError::Config {
-                reason: format!("token {token} is outside the vocabulary of {}", c.vocab),
-            });
-        }
-        if self.pos >= c.max_seq {
-            return Err(ModelError::Config {
-                reason: format!("the cache holds {} positions", c.max_seq),
-            });
-        }
-        let (dim, hd, p) = (c.dim, c.head_dim, self.pos);
-        let row = &self.token_embd.values[token as usize * dim..(token as usize + 1) * dim];
-        // ggml_scale: an f32 multiply by sqrtf(dim).
-        let scale = (dim as f32).sqrt();
-        let mut x: Vec<f32> = row.iter().map(|&v| v * scale).collect();
-        for (l, w) in self.layers.iter().enumerate() {
-            let h = rmsnorm(&x, &w.attn_norm, c.rms_eps);
-            let mut q = w.q.apply(&h);
-            let mut k = w.k.apply(&h);
-            let v = w.v.apply(&h);
-            let base = if c.is_local(l) {
-                c.rope_base_local
-            } else {
-                c.rope_base
-            };
-            // The attention scale 1/√head_dim (a power of two for Gemma's
-            // 256, so exact).
-            let q_scale = 1.0 / (hd as f32).sqrt();
-            for head in q.chunks_exact_mut(hd) {
-                let normed = rmsnorm(head, &w.q_norm, c.rms_eps);
-                head.copy_from_slice(&normed);
-                rope_neox(head, p, base);
-                head.iter_mut().for_each(|v| *v *= q_scale);
-            }
-            for head in k.chunks_exact_mut(hd) {
-                let normed = rmsnorm(head, &w.k_norm, c.rms_eps);
-                head.copy_from_slice(&normed);
-                rope_neox(head, p, base);
-            }
-            self.keys[l].extend(k.iter().map(|&v| f16::from_f32(v)));
-            self.values[l].extend(v.iter().map(|&v| f16::from_f32(v)));
-            let first = if c.is_local(l) {
-                (p + 1).saturating_sub(c.window)
-            } else {
-                0
-            };
-            let att = attend(&c, &q, &self.keys[l], &self.values[l], first..p + 1);
-            let o = w.o.apply(&att);
-            let o = rmsnorm(&o, &w.post_attn_norm, c.rms_eps);
-            x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
-
-            let h = rmsnorm(&x, &w.ffn_norm, c.rms_eps);
-            let gate = w.gate.apply(&h);
-            let up = w.up.apply(&h);
-            let act: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| geglu(g, u)).collect();
-            let d = w.down.apply(&act);
-            let d = rmsnorm(&d, &w.post_ffw_norm, c.rms_eps);
-            x.iter_mut().zip(&d).for_each(|(x, d)| *x += d);
-        }
-        let out = rmsnorm(&x, &self.output_norm, c.rms_eps);
-        self.pos += 1;
-        Ok(self.token_embd.apply(&out))
+    pub(crate) fn position(&self) -> usize {
+        self.pos
     }
+}
+
+/// One token through the model at the cache's next position: its logits.
+/// Everything but the products is here, once, for both ways of running
+/// it; the products are `p`'s.
+pub(crate) fn forward(
+    c: &Gemma3Config,
+    norms: &Norms,
+    p: &mut impl Kernels,
+    cache: &mut Cache,
+    token: u32,
+) -> Result<Vec<f32>, EngineError> {
+    if token as usize >= c.vocab {
+        return Err(EngineError::BadToken {
+            id: token,
+            vocab: c.vocab,
+        });
+    }
+    if cache.pos >= c.max_seq {
+        return Err(EngineError::ContextFull {
+            needed: cache.pos + 1,
+            max_seq: c.max_seq,
+        });
+    }
+    let (hd, pos) = (c.head_dim, cache.pos);
+    // ggml_scale: an f32 multiply by sqrtf(dim).
+    let scale = (c.dim as f32).sqrt();
+    let mut x: Vec<f32> = p.embed(token).iter().map(|&v| v * scale).collect();
+    for (l, w) in norms.layers.iter().enumerate() {
+        let h = rmsnorm(&x, &w.attn_norm, c.rms_eps);
+        let mut q = p.apply(Mat::Q, l, &h)?;
+        let mut k = p.apply(Mat::K, l, &h)?;
+        let v = p.apply(Mat::V, l, &h)?;
+        let base = if c.is_local(l) {
+            c.rope_base_local
+        } else {
+            c.rope_base
+        };
+        // The attention scale 1/√head_dim (a power of two for Gemma's 256,
+        // so exact).
+        let q_scale = 1.0 / (hd as f32).sqrt();
+        for head in q.chunks_exact_mut(hd) {
+            let normed = rmsnorm(head, &w.q_norm, c.rms_eps);
+            head.copy_from_slice(&normed);
+            rope_neox(head, pos, base);
+            head.iter_mut().for_each(|v| *v *= q_scale);
+        }
+        for head in k.chunks_exact_mut(hd) {
+            let normed = rmsnorm(head, &w.k_norm, c.rms_eps);
+            head.copy_from_slice(&normed);
+            rope_neox(head, pos, base);
+        }
+        cache.keys[l].extend(k.iter().map(|&v| f16::from_f32(v).to_bits()));
+        cache.values[l].extend(v.iter().map(|&v| f16::from_f32(v).to_bits()));
+        // A sliding-window layer sees the last `window` positions.
+        let first = if c.is_local(l) {
+            (pos + 1).saturating_sub(c.window)
+        } else {
+            0
+        };
+        let kvd = c.kv_heads * hd;
+        let (keys, values) = (
+            &cache.keys[l][first * kvd..],
+            &cache.values[l][first * kvd..],
+        );
+        let att = p.attend(c, &q, keys, values, pos + 1 - first)?;
+        let o = p.apply(Mat::O, l, &att)?;
+        let o = rmsnorm(&o, &w.post_attn_norm, c.rms_eps);
+        x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
+
+        let h = rmsnorm(&x, &w.ffn_norm, c.rms_eps);
+        let gate = p.apply(Mat::Gate, l, &h)?;
+        let up = p.apply(Mat::Up, l, &h)?;
+        let act: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| geglu(g, u)).collect();
+        let d = p.apply(Mat::Down, l, &act)?;
+        let d = rmsnorm(&d, &w.post_ffw_norm, c.rms_eps);
+        x.iter_mut().zip(&d).for_each(|(x, d)| *x += d);
+    }
+    let out = rmsnorm(&x, &norms.output, c.rms_eps);
+    cache.pos += 1;
+    p.apply(Mat::Head, 0, &out)
 }
 
 /// ggml's `rms_norm` then the weight: the sum of squares in f64, the mean
@@ -454,18 +517,19 @@ fn geglu(g: f32, u: f32) -> f32 {
     }
 }
 
-/// Every query head against the keys and values of `positions` (its KV
+/// Every query head against the first `lk` keys and values (its KV
 /// head's), as ggml's CPU flash attention computes it: the query rounded
 /// to binary16, scores summed in f32, an online softmax in f32 whose value
 /// accumulator is binary16 (rescaled and added into, rounding each time),
 /// divided by the sum at the end. The heads' outputs concatenated.
-fn attend(
+pub(crate) fn attend_flash_f16(
     c: &Gemma3Config,
     q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    positions: std::ops::Range<usize>,
+    keys: &[u16],
+    values: &[u16],
+    lk: usize,
 ) -> Vec<f32> {
+    let positions = 0..lk;
     let (hd, kvd) = (c.head_dim, c.kv_heads * c.head_dim);
     let group = c.heads / c.kv_heads;
     let mut out = vec![0.0f32; c.heads * hd];
@@ -482,7 +546,7 @@ fn attend(
             let s = qh
                 .iter()
                 .zip(kj)
-                .map(|(&a, &b)| f64::from(a) * b.to_f64())
+                .map(|(&a, &b)| f64::from(a) * f16::from_bits(b).to_f64())
                 .sum::<f64>() as f32;
             let (mut ms, mut vs) = (1.0f32, 1.0f32);
             if s > m {
@@ -495,8 +559,8 @@ fn attend(
                 vs = (s - m).exp();
             }
             let vj = &values[j * kvd + kvh * hd..j * kvd + (kvh + 1) * hd];
-            for (a, v) in acc.iter_mut().zip(vj) {
-                *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
+            for (a, &v) in acc.iter_mut().zip(vj) {
+                *a = f16::from_f32(f16::from_bits(v).to_f32().mul_add(vs, a.to_f32()));
             }
             sum = sum * ms + vs;
         }
