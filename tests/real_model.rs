@@ -650,3 +650,37 @@ fn gemma3_engine_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
     });
     only_near_ties(&result, 3);
 }
+
+/// `WEFT_NATIVE_EMIT=off` (a plan of arms alone) gives the Gemma 3
+/// engine's logits bit for bit: every twin the planner may choose computes
+/// its arm's bits, on the real file's every format and shape.
+#[test]
+#[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
+fn gemma3_engine_logits_are_the_same_bits_with_native_emission_off() {
+    let (g, tokenizer) = gemma3();
+    let engine = |mode| {
+        let options = weft_plan::Options {
+            mode,
+            cache: weft_plan::CacheLocation::InMemory,
+            ..weft_plan::Options::default()
+        };
+        weft_llm::gemma3::Gemma3Engine::open(&g, 64, options, 2).expect("the engine builds")
+    };
+    let mut on = engine(weft_plan::EmitMode::On);
+    let mut off = engine(weft_plan::EmitMode::Off);
+    let mut ids: Vec<u32> = tokenizer.bos().into_iter().collect();
+    ids.extend(tokenizer.encode("def fibonacci(n):", Special::AsText));
+    let mut next = ids[0];
+    for i in 0..32 {
+        let t = ids.get(i).copied().unwrap_or(next);
+        let a = on.step(t).expect("step");
+        let b = off.step(t).expect("step");
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "step {i}"
+        );
+        next = (0..a.len())
+            .max_by(|&x, &y| a[x].total_cmp(&a[y]).then(y.cmp(&x)))
+            .expect("logits") as u32;
+    }
+}

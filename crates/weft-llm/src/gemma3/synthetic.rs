@@ -177,3 +177,26 @@ fn the_planned_engine_follows_the_reference_through_windows_and_every_format() {
         "a token past the vocabulary"
     );
 }
+
+#[test]
+fn the_kill_switch_gives_the_same_logits_bit_for_bit() {
+    // Every twin is bit-identical to its arm, so a plan of arms alone
+    // (`WEFT_NATIVE_EMIT=off`) computes exactly what the planner's choices
+    // compute.
+    let g = synthetic();
+    let engine = |mode| {
+        let options = weft_plan::Options {
+            mode,
+            cache: weft_plan::CacheLocation::InMemory,
+            racing: false,
+            ..weft_plan::Options::default()
+        };
+        Gemma3Engine::open(&g, 16, options, 2).expect("the engine builds")
+    };
+    let (mut on, mut off) = (engine(weft_plan::EmitMode::On), engine(weft_plan::EmitMode::Off));
+    for t in [3u32, 8, 21, 55, 89, 13, 34] {
+        let a = on.step(t).expect("step");
+        let b = off.step(t).expect("step");
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "token {t}");
+    }
+}
