@@ -417,29 +417,29 @@ pub(crate) fn forward(
     // ggml_scale: an f32 multiply by sqrtf(dim).
     let scale = (c.dim as f32).sqrt();
     let mut x: Vec<f32> = p.embed(token).iter().map(|&v| v * scale).collect();
+    // The position's rotation angles, once per base (every head and layer
+    // of a kind shares them).
+    let local = Angles::new(pos, c.rope_base_local, hd);
+    let global = Angles::new(pos, c.rope_base, hd);
     for (l, w) in norms.layers.iter().enumerate() {
         let h = rmsnorm(&x, &w.attn_norm, c.rms_eps);
         let mut q = p.apply(Mat::Q, l, &h)?;
         let mut k = p.apply(Mat::K, l, &h)?;
         let v = p.apply(Mat::V, l, &h)?;
-        let base = if c.is_local(l) {
-            c.rope_base_local
-        } else {
-            c.rope_base
-        };
+        let angles = if c.is_local(l) { &local } else { &global };
         // The attention scale 1/√head_dim (a power of two for Gemma's 256,
         // so exact).
         let q_scale = 1.0 / (hd as f32).sqrt();
         for head in q.chunks_exact_mut(hd) {
             let normed = rmsnorm(head, &w.q_norm, c.rms_eps);
             head.copy_from_slice(&normed);
-            rope_neox(head, pos, base);
+            angles.rotate(head);
             head.iter_mut().for_each(|v| *v *= q_scale);
         }
         for head in k.chunks_exact_mut(hd) {
             let normed = rmsnorm(head, &w.k_norm, c.rms_eps);
             head.copy_from_slice(&normed);
-            rope_neox(head, pos, base);
+            angles.rotate(head);
         }
         cache.keys[l].extend(k.iter().map(|&v| f16::from_f32(v).to_bits()));
         cache.values[l].extend(v.iter().map(|&v| f16::from_f32(v).to_bits()));
@@ -481,20 +481,47 @@ fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     x.iter().zip(w).map(|(&v, &g)| (v * scale) * g).collect()
 }
 
-/// NEOX RoPE as ggml computes it: element `i` of the first half rotates
-/// with element `i + n/2` by `θ_i = pos · s^i`, `s = base^(-2/n)` (`powf`),
-/// `θ` carried by repeated f32 multiplication, `cosf`/`sinf`.
-fn rope_neox(head: &mut [f32], pos: usize, base: f32) {
-    let half = head.len() / 2;
-    let theta_scale = base.powf(-2.0 / head.len() as f32);
-    let mut theta = pos as f32;
-    for i in 0..half {
-        let (s, cos) = (theta.sin(), theta.cos());
-        let (a, b) = (head[i], head[i + half]);
-        head[i] = a * cos - b * s;
-        head[i + half] = a * s + b * cos;
-        theta *= theta_scale;
+/// The angles of NEOX RoPE at one position, as ggml computes them:
+/// `θ_i = pos · s^i`, `s = base^(-2/n)` (`powf`), `θ` carried by repeated
+/// f32 multiplication, then `cosf`/`sinf`.
+struct Angles {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Angles {
+    fn new(pos: usize, base: f32, head_dim: usize) -> Angles {
+        let theta_scale = base.powf(-2.0 / head_dim as f32);
+        let mut theta = pos as f32;
+        let (mut cos, mut sin) = (
+            Vec::with_capacity(head_dim / 2),
+            Vec::with_capacity(head_dim / 2),
+        );
+        for _ in 0..head_dim / 2 {
+            cos.push(theta.cos());
+            sin.push(theta.sin());
+            theta *= theta_scale;
+        }
+        Angles { cos, sin }
     }
+
+    /// NEOX RoPE: element `i` of the first half rotates with element
+    /// `i + n/2` by `θ_i`.
+    fn rotate(&self, head: &mut [f32]) {
+        let half = head.len() / 2;
+        for i in 0..half {
+            let (s, cos) = (self.sin[i], self.cos[i]);
+            let (a, b) = (head[i], head[i + half]);
+            head[i] = a * cos - b * s;
+            head[i + half] = a * s + b * cos;
+        }
+    }
+}
+
+/// NEOX RoPE of `head` at `pos` with `base` (tests).
+#[cfg(test)]
+fn rope_neox(head: &mut [f32], pos: usize, base: f32) {
+    Angles::new(pos, base, head.len()).rotate(head);
 }
 
 /// GELU, tanh form, in f32 (ggml's `ggml_gelu_f32`).
@@ -503,17 +530,26 @@ fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
 }
 
+/// ggml's `ggml_table_gelu_f16`: for every binary16 `t`, the binary16 of
+/// `gelu(t)`, built once.
+fn gelu_table() -> &'static [f16] {
+    static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|t| f16::from_f32(gelu_tanh(f16::from_bits(t).to_f32())))
+            .collect()
+    })
+}
+
 /// `gelu(g) · u` as ggml's `geglu` computes it on f32 activations: outside
-/// `(-10, 10)` exactly 0 or `g`, inside the binary16 table entry of
-/// `f16(g)`.
+/// `(-10, 10)` exactly 0 or `g`, inside the table entry of `f16(g)`.
 fn geglu(g: f32, u: f32) -> f32 {
     if g <= -10.0 {
         0.0
     } else if g >= 10.0 {
         g * u
     } else {
-        let t = f16::from_f32(g).to_f32();
-        f16::from_f32(gelu_tanh(t)).to_f32() * u
+        gelu_table()[usize::from(f16::from_f32(g).to_bits())].to_f32() * u
     }
 }
 

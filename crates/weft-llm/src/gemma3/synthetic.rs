@@ -193,10 +193,16 @@ fn the_kill_switch_gives_the_same_logits_bit_for_bit() {
         };
         Gemma3Engine::open(&g, 16, options, 2).expect("the engine builds")
     };
-    let (mut on, mut off) = (engine(weft_plan::EmitMode::On), engine(weft_plan::EmitMode::Off));
+    let (mut on, mut off) = (
+        engine(weft_plan::EmitMode::On),
+        engine(weft_plan::EmitMode::Off),
+    );
     for t in [3u32, 8, 21, 55, 89, 13, 34] {
         let a = on.step(t).expect("step");
         let b = off.step(t).expect("step");
-        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "token {t}");
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "token {t}"
+        );
     }
 }
