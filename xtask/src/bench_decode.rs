@@ -69,7 +69,7 @@ const DEPTH_ROUNDS: usize = 5;
 const CEILING_PASSES: usize = 8;
 
 /// One sample of a read loop: seconds per pass over `bytes`.
-fn read_round(l: &ReadLoop, exec: &Executor, bytes: &[u8], threads: usize) -> f64 {
+pub(crate) fn read_round(l: &ReadLoop, exec: &Executor, bytes: &[u8], threads: usize) -> f64 {
     let t0 = Instant::now();
     for _ in 0..CEILING_PASSES {
         std::hint::black_box(l.read_parts(exec, std::hint::black_box(bytes), threads));
@@ -90,7 +90,7 @@ fn prompt(model: &Model) -> Vec<u32> {
     ids
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

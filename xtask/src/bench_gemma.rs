@@ -24,21 +24,13 @@ use weft_llm::gemma3::Gemma3Engine;
 use weft_plan::Executor;
 use weft_tokenizer::{Special, Tokenizer};
 
-use crate::bench_decode::Peer;
+use crate::bench_decode::{median, read_round, Peer};
 use crate::ceiling::{self, fmt_fraction, Ceiling, Read, ReadLoop};
 
 /// Decode steps timed per round.
 const TOKENS: usize = 64;
 /// Interleaved rounds.
 const ROUNDS: usize = 7;
-/// Passes over the token's weight bytes in one sample of a read loop.
-const CEILING_PASSES: usize = 4;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn argmax(logits: &[f32]) -> u32 {
     (0..logits.len())
         .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
@@ -57,14 +49,6 @@ fn round(e: &mut Gemma3Engine, prompt: &[u32]) -> Result<f64, String> {
         logits = e.step(argmax(&logits)).map_err(|e| e.to_string())?;
     }
     Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
-}
-
-fn read_round(l: &ReadLoop, exec: &Executor, bytes: &[u8], threads: usize) -> f64 {
-    let t0 = Instant::now();
-    for _ in 0..CEILING_PASSES {
-        std::hint::black_box(l.read_parts(exec, std::hint::black_box(bytes), threads));
-    }
-    t0.elapsed().as_secs_f64() / CEILING_PASSES as f64
 }
 
 /// Run the bench (`args` as `bench decode` is handed them).

@@ -95,9 +95,33 @@ fn loop_back(
     Ok(())
 }
 
-/// Emit the whole function around `body` and annotate its loops; a
-/// failure is twin `who`'s emit error.
-pub(crate) fn emit(body: &dyn Body, abi: Abi, who: &str) -> Result<NativeCode, Refusal> {
+/// Twin `who`'s body for `offer`, of family `family`: the offer checked
+/// (the family's contract, no packed operand, a geometry the contract
+/// admits), then the whole function emitted around `body`, its loops
+/// annotated; a failure is `who`'s refusal.
+pub(crate) fn emit(
+    body: &dyn Body,
+    abi: Abi,
+    who: &str,
+    family: &str,
+    offer: &Offer,
+) -> Result<NativeCode, Refusal> {
+    if offer.contract.family != family || offer.contract.args != crate::ARGS_NAME {
+        return Err(Refusal::UnsupportedGeometry {
+            reason: format!(
+                "{who} serves {family} with {}, not {} with {}",
+                crate::ARGS_NAME,
+                offer.contract.family,
+                offer.contract.args
+            ),
+        });
+    }
+    if let Some(p) = offer.packed.first() {
+        return Err(Refusal::UnknownLayout {
+            layout: p.layout.to_owned(),
+        });
+    }
+    crate::site_dims(&offer.contract.geometry, body.format())?;
     let refusal = |e: EmitError| Refusal::EmitError {
         message: format!("{who}: {e}"),
     };

@@ -31,10 +31,8 @@ use weft_x64::iced_x86::code_asm::{
 use weft_x64::regs::{XMM, YMM};
 use weft_x64::{Abi, EmitError, Emitter};
 
-use super::arm::site_dims;
 use super::FAMILY;
 use crate::x64::{iced, Body, PW, PX, RESULT};
-use crate::ARGS_NAME;
 use weft_quant::Format;
 
 /// Which instruction set a twin is written for.
@@ -115,23 +113,7 @@ unsafe impl Twin for Q5_0MatvecX64 {
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
-        if offer.contract.family != FAMILY || offer.contract.args != ARGS_NAME {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!(
-                    "{} serves {FAMILY} with {ARGS_NAME}, not {} with {}",
-                    self.name(),
-                    offer.contract.family,
-                    offer.contract.args
-                ),
-            });
-        }
-        if let Some(p) = offer.packed.first() {
-            return Err(Refusal::UnknownLayout {
-                layout: p.layout.to_owned(),
-            });
-        }
-        site_dims(&offer.contract.geometry)?;
-        crate::x64::emit(&Q5_0(self.tier), self.abi, self.name())
+        crate::x64::emit(&Q5_0(self.tier), self.abi, self.name(), FAMILY, offer)
     }
 
     /// Rows outermost, then the batch's vectors, then every block of the

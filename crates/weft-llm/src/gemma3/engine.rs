@@ -212,7 +212,7 @@ impl Kernels for Planned {
     fn apply(&mut self, m: Mat, layer: usize, x: &[f32]) -> Result<Vec<f32>, EngineError> {
         let p = match m {
             Mat::Head => &self.head,
-            _ => &self.layers[layer][Mat::LAYER.iter().position(|&k| k == m).unwrap_or(0)],
+            _ => &self.layers[layer][m.index()],
         };
         self.run(p, x)
     }

@@ -257,6 +257,11 @@ impl Mat {
         Mat::Down,
     ];
 
+    /// Its place in [`Mat::LAYER`] (the head, not a layer's: 0).
+    pub(crate) fn index(self) -> usize {
+        Mat::LAYER.iter().position(|&k| k == self).unwrap_or(0)
+    }
+
     /// The plan's label for its site.
     pub fn label(self) -> &'static str {
         match self {

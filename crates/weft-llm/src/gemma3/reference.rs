@@ -83,10 +83,7 @@ impl Kernels for Dense {
     fn apply(&mut self, m: Mat, layer: usize, x: &[f32]) -> Result<Vec<f32>, EngineError> {
         Ok(match m {
             Mat::Head => self.token_embd.apply(x),
-            _ => {
-                let i = Mat::LAYER.iter().position(|&k| k == m).unwrap_or(0);
-                self.layers[layer][i].apply(x)
-            }
+            _ => self.layers[layer][m.index()].apply(x),
         })
     }
 }
