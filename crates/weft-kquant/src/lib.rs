@@ -3,15 +3,16 @@
 //! converted to another format at load time (Q8_0 would take up to twice
 //! the bytes a token reads).
 //!
-//! One job: the contracts, scalar references, Cranelift arms, x64 twins
-//! and validation of these products: [`q4_k`] (`q4_k.matvec`) and
+//! One job: the contracts, scalar references, Cranelift arms, twins (x64
+//! AVX2/AVX-512, arm64 SDOT) and validation of these products: [`q4_k`] (`q4_k.matvec`) and
 //! [`q6_k`] (`q6_k.matvec`), weights times Q8_K activations, and [`q5_0`]
 //! (`q5_0.matvec`), weights times Q8_0 activations — llama.cpp's pairings.
 //! What they share lives here once: the argument struct, weights and
 //! activations ([`KWeights`], [`Activations`]), the offer, the validation
-//! cases ([`validation`], [`cases`]) and the x64 frame (one row at a time,
-//! each row one linear stream: interleaving rows' streams measured up to
-//! 3.7× slower from DRAM on Zen 4).
+//! cases ([`validation`], [`cases`]) and each ISA's frame around a
+//! family's block body (one row at a time, each row one linear stream:
+//! interleaving rows' streams measured up to 3.7× slower from DRAM on
+//! Zen 4).
 //!
 //! Invariants:
 //! - **Activations are Q8_K for the K-quants, Q8_0 for Q5_0** ([`x_format`],
@@ -29,11 +30,13 @@
 //! contracts, as `Q8MatvecArgs` is by the Q8_0 ones; `blocks` counts the
 //! weight format's blocks (256 values for the K-quants, 32 for Q5_0).
 
+mod a64;
 pub mod cases;
 mod clif;
 pub mod q4_k;
 pub mod q5_0;
 pub mod q6_k;
+mod twin;
 pub mod validation;
 mod x64;
 

@@ -13,7 +13,7 @@
 //! slot at `rsp` is the body's too. Every vector register the body may
 //! use (ymm0–15) is declared, so Win64 saves what it must.
 
-use weft_kernel::{Isa, LoopAnnotation, LoopTrip, NativeCode, Offer, Refusal};
+use weft_kernel::{Isa, LoopAnnotation, NativeCode, Offer, Refusal};
 use weft_quant::Format;
 use weft_x64::iced_x86::code_asm::{
     dword_ptr, qword_ptr, r10, r11, r12, r13, r14, r15, r8, r9, rax, rbp, rbx, rcx, rdi, rdx, rsi,
@@ -44,8 +44,7 @@ pub(crate) const SLOT: i32 = 32;
 /// The xmm register a body's fold leaves the output in (lane 0).
 pub(crate) const RESULT: usize = 15;
 
-/// The loops, outermost first, with their depths.
-pub(crate) const LOOPS: [(&str, u32); 3] = [("rows", 0), ("batch", 1), ("blocks", 2)];
+use crate::twin::LOOPS;
 
 /// Map an iced error into the emitter's.
 pub(crate) fn iced(e: weft_x64::iced_x86::IcedError) -> EmitError {
@@ -106,22 +105,7 @@ pub(crate) fn emit(
     family: &str,
     offer: &Offer,
 ) -> Result<NativeCode, Refusal> {
-    if offer.contract.family != family || offer.contract.args != crate::ARGS_NAME {
-        return Err(Refusal::UnsupportedGeometry {
-            reason: format!(
-                "{who} serves {family} with {}, not {} with {}",
-                crate::ARGS_NAME,
-                offer.contract.family,
-                offer.contract.args
-            ),
-        });
-    }
-    if let Some(p) = offer.packed.first() {
-        return Err(Refusal::UnknownLayout {
-            layout: p.layout.to_owned(),
-        });
-    }
-    crate::site_dims(&offer.contract.geometry, body.format())?;
+    crate::twin::check_offer(body.format(), who, family, offer)?;
     let refusal = |e: EmitError| Refusal::EmitError {
         message: format!("{who}: {e}"),
     };
@@ -234,24 +218,4 @@ fn frame(body: &dyn Body, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mark>), Em
     e.asm().add(rsp, SLOT).map_err(iced)?;
     e.epilogue()?;
     Ok((e.finish()?, marks))
-}
-
-/// The loop nest of every twin for weights of `w` at `offer`'s geometry:
-/// rows, the batch's vectors, every block of a row.
-pub(crate) fn nest(offer: &Offer, w: Format) -> Vec<LoopTrip> {
-    let g = &offer.contract.geometry;
-    let trips = [
-        g.get("rows").unwrap_or(0),
-        g.get("batch").unwrap_or(1),
-        g.get("cols").unwrap_or(0) / w.block_len() as u64,
-    ];
-    LOOPS
-        .iter()
-        .zip(trips)
-        .map(|(&(name, depth), trips)| LoopTrip {
-            name: name.to_owned(),
-            trips,
-            depth,
-        })
-        .collect()
 }

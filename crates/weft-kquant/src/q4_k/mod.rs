@@ -39,6 +39,7 @@
 
 pub mod arm;
 pub mod reference;
+pub mod twin_a64;
 pub mod twin_x64;
 
 #[cfg(test)]
@@ -60,7 +61,7 @@ pub const FAMILY: &str = "q4_k.matvec";
 /// Bytes per weight super-block.
 pub const BLOCK_BYTES: usize = Q4_K_BYTES;
 
-/// The family as a planner registers it: one arm with its x64 twins,
+/// The family as a planner registers it: one arm with its x64 and arm64 twins,
 /// validation and bench.
 pub fn entry() -> weft_kernel::FamilyEntry {
     use weft_kernel::{ArmEntry, Twin};
@@ -70,7 +71,11 @@ pub fn entry() -> weft_kernel::FamilyEntry {
     }
     let lanes8 = ArmEntry::new(
         Arc::new(arm::Q4KMatvecArm),
-        twin_x64::TWINS.into_iter().map(arc).collect(),
+        twin_x64::TWINS
+            .into_iter()
+            .map(arc)
+            .chain(twin_a64::TWINS.into_iter().map(arc))
+            .collect(),
         Arc::new(Checker(crate::validation::KValidation(Format::Q4_K))),
         Some(Arc::new(crate::validation::KBench(Format::Q4_K))),
     );

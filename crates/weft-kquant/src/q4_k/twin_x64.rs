@@ -99,7 +99,7 @@ unsafe impl Twin for Q4KMatvecX64 {
     /// Rows outermost, then the batch's vectors, then every super-block of
     /// the row. Trips are at the offer's whole geometry.
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        crate::x64::nest(offer, Format::Q4_K)
+        crate::twin::nest(offer, Format::Q4_K)
     }
 }
 

@@ -30,6 +30,7 @@
 
 pub mod arm;
 pub mod reference;
+pub mod twin_a64;
 pub mod twin_x64;
 
 #[cfg(test)]
@@ -50,7 +51,7 @@ pub const FAMILY: &str = "q5_0.matvec";
 /// Bytes per weight block.
 pub const BLOCK_BYTES: usize = weft_quant::q5::Q5_0_BYTES;
 
-/// The family as a planner registers it: one arm with its x64 twin,
+/// The family as a planner registers it: one arm with its x64 and arm64 twins,
 /// validation and bench.
 pub fn entry() -> weft_kernel::FamilyEntry {
     use weft_kernel::{ArmEntry, Twin};
@@ -60,7 +61,11 @@ pub fn entry() -> weft_kernel::FamilyEntry {
     }
     let lanes8 = ArmEntry::new(
         Arc::new(arm::Q5_0MatvecArm),
-        twin_x64::TWINS.into_iter().map(arc).collect(),
+        twin_x64::TWINS
+            .into_iter()
+            .map(arc)
+            .chain(twin_a64::TWINS.into_iter().map(arc))
+            .collect(),
         Arc::new(Checker(crate::validation::KValidation(Format::Q5_0))),
         Some(Arc::new(crate::validation::KBench(Format::Q5_0))),
     );

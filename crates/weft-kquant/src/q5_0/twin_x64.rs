@@ -119,7 +119,7 @@ unsafe impl Twin for Q5_0MatvecX64 {
     /// Rows outermost, then the batch's vectors, then every block of the
     /// row.
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        crate::x64::nest(offer, Format::Q5_0)
+        crate::twin::nest(offer, Format::Q5_0)
     }
 }
 

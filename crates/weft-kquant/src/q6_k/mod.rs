@@ -34,6 +34,7 @@
 
 pub mod arm;
 pub mod reference;
+pub mod twin_a64;
 pub mod twin_x64;
 
 #[cfg(test)]
@@ -55,7 +56,7 @@ pub const FAMILY: &str = "q6_k.matvec";
 /// Bytes per weight super-block.
 pub const BLOCK_BYTES: usize = Q6_K_BYTES;
 
-/// The family as a planner registers it: one arm with its x64 twin,
+/// The family as a planner registers it: one arm with its x64 and arm64 twins,
 /// validation and bench.
 pub fn entry() -> weft_kernel::FamilyEntry {
     use weft_kernel::{ArmEntry, Twin};
@@ -65,7 +66,11 @@ pub fn entry() -> weft_kernel::FamilyEntry {
     }
     let scalar = ArmEntry::new(
         Arc::new(arm::Q6KMatvecArm),
-        twin_x64::TWINS.into_iter().map(arc).collect(),
+        twin_x64::TWINS
+            .into_iter()
+            .map(arc)
+            .chain(twin_a64::TWINS.into_iter().map(arc))
+            .collect(),
         Arc::new(Checker(crate::validation::KValidation(Format::Q6_K))),
         Some(Arc::new(crate::validation::KBench(Format::Q6_K))),
     );

@@ -78,7 +78,7 @@ unsafe impl Twin for Q6KMatvecX64 {
     /// Rows outermost, then the batch's vectors, then every super-block of
     /// the row.
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        crate::x64::nest(offer, Format::Q6_K)
+        crate::twin::nest(offer, Format::Q6_K)
     }
 }
 
