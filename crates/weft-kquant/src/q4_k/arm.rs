@@ -18,18 +18,17 @@
 //!   then `+` into `mac` (two f32x4 each, never FMA); after the last
 //!   super-block the contract's fold and one f32 store.
 
-use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Function, InstBuilder, MemFlagsData, Value};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_codegen::ir::{types, Function, InstBuilder, Type, Value};
+use cranelift_frontend::FunctionBuilder;
 use weft_kernel::{Family, Geometry, Host, Isa, NativeCode, Offer, Refusal, Site};
-use weft_managed::arm_build::{build_native, host_isa};
+use weft_managed::arm_build::host_isa;
 use weft_managed::{ArmCode, ManagedError, Target};
-use weft_quant::kquant::{Q8_K_BYTES, QK_K};
+use weft_quant::kquant::QK_K;
 use weft_quant::Format;
 
-use super::{contract, BLOCK_BYTES, FAMILY};
-use crate::clif::{data_flags, dot_u8_i8, widen_f16};
-use crate::{offsets, KMatvecKernel};
+use super::{contract, FAMILY};
+use crate::clif::{data_flags, dot_u8_i8, fold8, widen_f16, ArmBody};
+use crate::KMatvecKernel;
 
 /// The arm's candidate name.
 pub const ARM_NAME: &str = "q4_k.matvec.arm.lanes8";
@@ -144,138 +143,43 @@ fn super_block(
     (acc, mac)
 }
 
+/// The arm's block and fold inside the frame every arm shares.
+struct Body;
+
+impl ArmBody for Body {
+    fn name(&self) -> &'static str {
+        "q4_k_matvec_arm"
+    }
+
+    fn format(&self) -> Format {
+        Format::Q4_K
+    }
+
+    fn accumulators(&self) -> &'static [Type] {
+        &[types::F32X4; 4]
+    }
+
+    fn block(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        pw: Value,
+        px: Value,
+        acc: &[Value],
+    ) -> Vec<Value> {
+        let (acc, mac) = super_block(b, pw, px, [acc[0], acc[1]], [acc[2], acc[3]]);
+        acc.into_iter().chain(mac).collect()
+    }
+
+    fn fold(&self, b: &mut FunctionBuilder<'_>, acc: &[Value]) -> Value {
+        let t0 = b.ins().fsub(acc[0], acc[2]);
+        let t1 = b.ins().fsub(acc[1], acc[3]);
+        fold8(b, t0, t1)
+    }
+}
+
 /// Build the arm's CLIF function for `target`.
 pub fn build_function(target: &Target) -> Function {
-    let mut func = target.leaf_function("q4_k_matvec_arm");
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut fctx);
-    let ptr = target.pointer_type();
-    let trusted = MemFlagsData::trusted();
-
-    let entry = b.create_block();
-    let n_head = b.create_block();
-    let row_init = b.create_block();
-    let row_head = b.create_block();
-    let row_body = b.create_block();
-    let blk_head = b.create_block();
-    let blk_body = b.create_block();
-    let fin = b.create_block();
-    let n_next = b.create_block();
-    let exit = b.create_block();
-
-    let var_n = b.declare_var(ptr);
-    let var_r = b.declare_var(ptr);
-    let var_k = b.declare_var(ptr);
-    let var_pw = b.declare_var(ptr);
-    let var_px = b.declare_var(ptr);
-    let acc_vars: Vec<Variable> = (0..4).map(|_| b.declare_var(types::F32X4)).collect();
-
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let args = b.block_params(entry)[0];
-    let weights = b.ins().load(ptr, trusted, args, offsets::WEIGHTS);
-    let xs = b.ins().load(ptr, trusted, args, offsets::X);
-    let ys = b.ins().load(ptr, trusted, args, offsets::Y);
-    let rows = b.ins().load(ptr, trusted, args, offsets::ROWS);
-    let blocks = b.ins().load(ptr, trusted, args, offsets::BLOCKS);
-    let batch = b.ins().load(ptr, trusted, args, offsets::BATCH);
-    let row_start = b.ins().load(ptr, trusted, args, offsets::ROW_START);
-    let row_end = b.ins().load(ptr, trusted, args, offsets::ROW_END);
-    let w_row = b.ins().imul_imm_s(blocks, BLOCK_BYTES as i64);
-    let x_vec = b.ins().imul_imm_s(blocks, Q8_K_BYTES as i64);
-    let fzero = b.ins().f32const(0.0);
-    let zero_acc = b.ins().splat(types::F32X4, fzero);
-    let zero = b.ins().iconst(ptr, 0);
-    b.def_var(var_n, zero);
-    b.ins().jump(n_head, &[]);
-
-    b.switch_to_block(n_head);
-    let n = b.use_var(var_n);
-    let more_n = b.ins().icmp(IntCC::UnsignedLessThan, n, batch);
-    b.ins().brif(more_n, row_init, &[], exit, &[]);
-
-    b.switch_to_block(row_init);
-    b.def_var(var_r, row_start);
-    b.ins().jump(row_head, &[]);
-
-    b.switch_to_block(row_head);
-    let r = b.use_var(var_r);
-    let more_r = b.ins().icmp(IntCC::UnsignedLessThan, r, row_end);
-    b.ins().brif(more_r, row_body, &[], n_next, &[]);
-
-    b.switch_to_block(row_body);
-    let r = b.use_var(var_r);
-    let n = b.use_var(var_n);
-    let w_off = b.ins().imul(r, w_row);
-    let pw = b.ins().iadd(weights, w_off);
-    let x_off = b.ins().imul(n, x_vec);
-    let px = b.ins().iadd(xs, x_off);
-    b.def_var(var_pw, pw);
-    b.def_var(var_px, px);
-    b.def_var(var_k, zero);
-    for v in &acc_vars {
-        b.def_var(*v, zero_acc);
-    }
-    b.ins().jump(blk_head, &[]);
-
-    b.switch_to_block(blk_head);
-    let k = b.use_var(var_k);
-    let more_k = b.ins().icmp(IntCC::UnsignedLessThan, k, blocks);
-    b.ins().brif(more_k, blk_body, &[], fin, &[]);
-
-    b.switch_to_block(blk_body);
-    let pw = b.use_var(var_pw);
-    let px = b.use_var(var_px);
-    let acc = [b.use_var(acc_vars[0]), b.use_var(acc_vars[1])];
-    let mac = [b.use_var(acc_vars[2]), b.use_var(acc_vars[3])];
-    let (acc, mac) = super_block(&mut b, pw, px, acc, mac);
-    for (v, x) in acc_vars.iter().zip(acc.into_iter().chain(mac)) {
-        b.def_var(*v, x);
-    }
-    let pw = b.ins().iadd_imm_s(pw, BLOCK_BYTES as i64);
-    let px = b.ins().iadd_imm_s(px, Q8_K_BYTES as i64);
-    b.def_var(var_pw, pw);
-    b.def_var(var_px, px);
-    let k = b.use_var(var_k);
-    let k1 = b.ins().iadd_imm_s(k, 1);
-    b.def_var(var_k, k1);
-    b.ins().jump(blk_head, &[]);
-
-    // fin: the contract's fold, one store.
-    b.switch_to_block(fin);
-    let a: Vec<Value> = acc_vars.iter().map(|v| b.use_var(*v)).collect();
-    let t0 = b.ins().fsub(a[0], a[2]);
-    let t1 = b.ins().fsub(a[1], a[3]);
-    let u = b.ins().fadd(t0, t1);
-    let u0 = b.ins().extractlane(u, 0);
-    let u1 = b.ins().extractlane(u, 1);
-    let u2 = b.ins().extractlane(u, 2);
-    let u3 = b.ins().extractlane(u, 3);
-    let v0 = b.ins().fadd(u0, u2);
-    let v1 = b.ins().fadd(u1, u3);
-    let y = b.ins().fadd(v0, v1);
-    let n = b.use_var(var_n);
-    let r = b.use_var(var_r);
-    let base = b.ins().imul(n, rows);
-    let idx = b.ins().iadd(base, r);
-    let off = b.ins().ishl_imm_u(idx, 2);
-    let py = b.ins().iadd(ys, off);
-    b.ins().store(data_flags(), y, py, 0);
-    let r1 = b.ins().iadd_imm_s(r, 1);
-    b.def_var(var_r, r1);
-    b.ins().jump(row_head, &[]);
-
-    b.switch_to_block(n_next);
-    let n = b.use_var(var_n);
-    let n1 = b.ins().iadd_imm_s(n, 1);
-    b.def_var(var_n, n1);
-    b.ins().jump(n_head, &[]);
-
-    b.switch_to_block(exit);
-    b.ins().return_(&[]);
-    b.seal_all_blocks();
-    b.finalize(target.frontend_config());
-    func
+    crate::clif::build(target, &Body)
 }
 
 /// Compile the arm for `target`.
@@ -320,21 +224,10 @@ unsafe impl weft_kernel::Arm for Q4KMatvecArm {
     }
 
     fn offer(&self, site: &Site, _host: &Host) -> Result<Offer, Refusal> {
-        if site.family.name() != FAMILY {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!("family {} is not {FAMILY}", site.family),
-            });
-        }
-        let (rows, cols, batch) = site_dims(&site.geometry)?;
-        offer_for(rows, cols, batch)
+        crate::clif::offer(FAMILY, Format::Q4_K, site, contract)
     }
 
     fn build(&self, offer: &Offer, isa: Isa) -> Result<NativeCode, Refusal> {
-        if offer.contract.family != FAMILY {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!("offer is for {}", offer.contract.family),
-            });
-        }
-        build_native(isa, compile)
+        crate::clif::build_arm(FAMILY, offer, isa, compile)
     }
 }

@@ -15,18 +15,17 @@
 //! - **Float part**: `f32(S) · (f32(d) · dx)` then `+` into one f32 (never
 //!   FMA); after the last super-block one store.
 
-use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Function, InstBuilder, MemFlagsData, Value};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::{types, Function, InstBuilder, Type, Value};
+use cranelift_frontend::FunctionBuilder;
 use weft_kernel::{Family, Geometry, Host, Isa, NativeCode, Offer, Refusal, Site};
-use weft_managed::arm_build::{build_native, host_isa};
+use weft_managed::arm_build::host_isa;
 use weft_managed::{ArmCode, ManagedError, Target};
-use weft_quant::kquant::{Q8_K_BYTES, QK_K};
+use weft_quant::kquant::QK_K;
 use weft_quant::Format;
 
-use super::{contract, BLOCK_BYTES, FAMILY};
-use crate::clif::{data_flags, dot_u8_i8, widen_f16};
-use crate::{offsets, KMatvecKernel};
+use super::{contract, FAMILY};
+use crate::clif::{data_flags, dot_u8_i8, widen_f16, ArmBody};
+use crate::KMatvecKernel;
 
 /// The arm's candidate name.
 pub const ARM_NAME: &str = "q6_k.matvec.arm.scalar";
@@ -106,121 +105,40 @@ fn super_block(b: &mut FunctionBuilder<'_>, pw: Value, px: Value, acc: Value) ->
     b.ins().fadd(acc, p)
 }
 
+/// The arm's block and fold inside the frame every arm shares.
+struct Body;
+
+impl ArmBody for Body {
+    fn name(&self) -> &'static str {
+        "q6_k_matvec_arm"
+    }
+
+    fn format(&self) -> Format {
+        Format::Q6_K
+    }
+
+    fn accumulators(&self) -> &'static [Type] {
+        &[types::F32]
+    }
+
+    fn block(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        pw: Value,
+        px: Value,
+        acc: &[Value],
+    ) -> Vec<Value> {
+        vec![super_block(b, pw, px, acc[0])]
+    }
+
+    fn fold(&self, _b: &mut FunctionBuilder<'_>, acc: &[Value]) -> Value {
+        acc[0]
+    }
+}
+
 /// Build the arm's CLIF function for `target`.
 pub fn build_function(target: &Target) -> Function {
-    let mut func = target.leaf_function("q6_k_matvec_arm");
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut fctx);
-    let ptr = target.pointer_type();
-    let trusted = MemFlagsData::trusted();
-
-    let entry = b.create_block();
-    let n_head = b.create_block();
-    let row_init = b.create_block();
-    let row_head = b.create_block();
-    let row_body = b.create_block();
-    let blk_head = b.create_block();
-    let blk_body = b.create_block();
-    let fin = b.create_block();
-    let n_next = b.create_block();
-    let exit = b.create_block();
-
-    let var_n = b.declare_var(ptr);
-    let var_r = b.declare_var(ptr);
-    let var_k = b.declare_var(ptr);
-    let var_pw = b.declare_var(ptr);
-    let var_px = b.declare_var(ptr);
-    let var_acc = b.declare_var(types::F32);
-
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let args = b.block_params(entry)[0];
-    let weights = b.ins().load(ptr, trusted, args, offsets::WEIGHTS);
-    let xs = b.ins().load(ptr, trusted, args, offsets::X);
-    let ys = b.ins().load(ptr, trusted, args, offsets::Y);
-    let rows = b.ins().load(ptr, trusted, args, offsets::ROWS);
-    let blocks = b.ins().load(ptr, trusted, args, offsets::BLOCKS);
-    let batch = b.ins().load(ptr, trusted, args, offsets::BATCH);
-    let row_start = b.ins().load(ptr, trusted, args, offsets::ROW_START);
-    let row_end = b.ins().load(ptr, trusted, args, offsets::ROW_END);
-    let w_row = b.ins().imul_imm_s(blocks, BLOCK_BYTES as i64);
-    let x_vec = b.ins().imul_imm_s(blocks, Q8_K_BYTES as i64);
-    let fzero = b.ins().f32const(0.0);
-    let zero = b.ins().iconst(ptr, 0);
-    b.def_var(var_n, zero);
-    b.ins().jump(n_head, &[]);
-
-    b.switch_to_block(n_head);
-    let n = b.use_var(var_n);
-    let more_n = b.ins().icmp(IntCC::UnsignedLessThan, n, batch);
-    b.ins().brif(more_n, row_init, &[], exit, &[]);
-
-    b.switch_to_block(row_init);
-    b.def_var(var_r, row_start);
-    b.ins().jump(row_head, &[]);
-
-    b.switch_to_block(row_head);
-    let r = b.use_var(var_r);
-    let more_r = b.ins().icmp(IntCC::UnsignedLessThan, r, row_end);
-    b.ins().brif(more_r, row_body, &[], n_next, &[]);
-
-    b.switch_to_block(row_body);
-    let r = b.use_var(var_r);
-    let n = b.use_var(var_n);
-    let w_off = b.ins().imul(r, w_row);
-    let pw = b.ins().iadd(weights, w_off);
-    let x_off = b.ins().imul(n, x_vec);
-    let px = b.ins().iadd(xs, x_off);
-    b.def_var(var_pw, pw);
-    b.def_var(var_px, px);
-    b.def_var(var_k, zero);
-    b.def_var(var_acc, fzero);
-    b.ins().jump(blk_head, &[]);
-
-    b.switch_to_block(blk_head);
-    let k = b.use_var(var_k);
-    let more_k = b.ins().icmp(IntCC::UnsignedLessThan, k, blocks);
-    b.ins().brif(more_k, blk_body, &[], fin, &[]);
-
-    b.switch_to_block(blk_body);
-    let pw = b.use_var(var_pw);
-    let px = b.use_var(var_px);
-    let acc = b.use_var(var_acc);
-    let acc = super_block(&mut b, pw, px, acc);
-    b.def_var(var_acc, acc);
-    let pw = b.ins().iadd_imm_s(pw, BLOCK_BYTES as i64);
-    let px = b.ins().iadd_imm_s(px, Q8_K_BYTES as i64);
-    b.def_var(var_pw, pw);
-    b.def_var(var_px, px);
-    let k = b.use_var(var_k);
-    let k1 = b.ins().iadd_imm_s(k, 1);
-    b.def_var(var_k, k1);
-    b.ins().jump(blk_head, &[]);
-
-    b.switch_to_block(fin);
-    let y = b.use_var(var_acc);
-    let n = b.use_var(var_n);
-    let r = b.use_var(var_r);
-    let base = b.ins().imul(n, rows);
-    let idx = b.ins().iadd(base, r);
-    let off = b.ins().ishl_imm_u(idx, 2);
-    let py = b.ins().iadd(ys, off);
-    b.ins().store(data_flags(), y, py, 0);
-    let r1 = b.ins().iadd_imm_s(r, 1);
-    b.def_var(var_r, r1);
-    b.ins().jump(row_head, &[]);
-
-    b.switch_to_block(n_next);
-    let n = b.use_var(var_n);
-    let n1 = b.ins().iadd_imm_s(n, 1);
-    b.def_var(var_n, n1);
-    b.ins().jump(n_head, &[]);
-
-    b.switch_to_block(exit);
-    b.ins().return_(&[]);
-    b.seal_all_blocks();
-    b.finalize(target.frontend_config());
-    func
+    crate::clif::build(target, &Body)
 }
 
 /// Compile the arm for `target`.
@@ -264,21 +182,10 @@ unsafe impl weft_kernel::Arm for Q6KMatvecArm {
     }
 
     fn offer(&self, site: &Site, _host: &Host) -> Result<Offer, Refusal> {
-        if site.family.name() != FAMILY {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!("family {} is not {FAMILY}", site.family),
-            });
-        }
-        let (rows, cols, batch) = site_dims(&site.geometry)?;
-        offer_for(rows, cols, batch)
+        crate::clif::offer(FAMILY, Format::Q6_K, site, contract)
     }
 
     fn build(&self, offer: &Offer, isa: Isa) -> Result<NativeCode, Refusal> {
-        if offer.contract.family != FAMILY {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!("offer is for {}", offer.contract.family),
-            });
-        }
-        build_native(isa, compile)
+        crate::clif::build_arm(FAMILY, offer, isa, compile)
     }
 }
