@@ -10,6 +10,10 @@ use weft_quant::Format;
 /// The loops, outermost first, with their depths.
 pub(crate) const LOOPS: [(&str, u32); 3] = [("rows", 0), ("batch", 1), ("blocks", 2)];
 
+/// The loop that fills a body's per-call table (one entry per activation
+/// block of every vector), before the rows, with its depth.
+pub(crate) const TABLE_LOOP: (&str, u32) = ("table", 0);
+
 /// The checks every K-quant twin (either ISA) makes of `offer` before it
 /// emits: `family`'s contract, no packed operand, and a geometry the
 /// contract admits for weights of `w`.
@@ -56,4 +60,17 @@ pub(crate) fn nest(offer: &Offer, w: Format) -> Vec<LoopTrip> {
             depth,
         })
         .collect()
+}
+
+/// [`nest`] after the loop that fills a per-call table: the batch's
+/// activation blocks, once.
+pub(crate) fn nest_with_table(offer: &Offer, w: Format) -> Vec<LoopTrip> {
+    let g = &offer.contract.geometry;
+    let blocks = g.get("cols").unwrap_or(0) / w.block_len() as u64;
+    let table = LoopTrip {
+        name: TABLE_LOOP.0.to_owned(),
+        trips: g.get("batch").unwrap_or(1) * blocks,
+        depth: TABLE_LOOP.1,
+    };
+    std::iter::once(table).chain(nest(offer, w)).collect()
 }

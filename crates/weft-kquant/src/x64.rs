@@ -12,6 +12,13 @@
 //! `rax`, `rdx`, `r10`, `r11` are the body's scratch. A 32-byte stack
 //! slot at `rsp` is the body's too. Every vector register the body may
 //! use (ymm0–15) is declared, so Win64 saves what it must.
+//!
+//! A body may ask for a table made once per call from the activations
+//! alone ([`Body::table_bytes`], [`Body::table_entry`]): the frame puts it
+//! below the stack, under a page (so no ABI needs probes; an offer whose
+//! table would not fit is refused, a call beyond its offer traps), fills
+//! it in an annotated `table` loop before the rows, and restores `rsp`
+//! at the end.
 
 use weft_kernel::{Isa, LoopAnnotation, NativeCode, Offer, Refusal};
 use weft_quant::Format;
@@ -31,7 +38,8 @@ const W_ROW: AsmRegister64 = rbx;
 const X_VEC: AsmRegister64 = rbp;
 const BLOCKS: AsmRegister64 = rsi;
 const R: AsmRegister64 = r12;
-const N: AsmRegister64 = r13;
+/// The vector.
+pub(crate) const N: AsmRegister64 = r13;
 /// The current weight super-block.
 pub(crate) const PW: AsmRegister64 = r14;
 /// The current activation super-block.
@@ -63,7 +71,30 @@ pub(crate) trait Body {
     fn super_block(&self, e: &mut Emitter) -> Result<(), EmitError>;
     /// After the last super-block: the output into xmm [`RESULT`].
     fn fold(&self, e: &mut Emitter) -> Result<(), EmitError>;
+    /// Bytes per activation block of a table the body fills once per call
+    /// and reads from its blocks ([`Body::table_entry`]); 0 for none. The
+    /// frame keeps the whole table within [`TABLE_LIMIT`] bytes of stack.
+    fn table_bytes(&self) -> i32 {
+        0
+    }
+    /// The table's entry at `r10` for the activation block at `r11` (the
+    /// frame walks every block of every vector, in order). While a body
+    /// has a table, `[rsp + 8]` holds its bytes per vector and
+    /// `[rsp + 16]` its start.
+    fn table_entry(&self, _e: &mut Emitter) -> Result<(), EmitError> {
+        Ok(())
+    }
 }
+
+/// The most bytes a body's table entries may take: with the frame's
+/// 64-byte header and its rounding, the stack grows by less than a page,
+/// so it needs no probes on any ABI.
+pub(crate) const TABLE_LIMIT: u64 = 4096 - 64 - 2 * 63;
+
+/// Where the table's header keeps its bytes per vector.
+pub(crate) const TABLE_STRIDE: i32 = 8;
+/// Where the table's header keeps its start.
+pub(crate) const TABLE_START: i32 = 16;
 
 /// A loop the emitter wrote.
 struct Mark {
@@ -106,12 +137,26 @@ pub(crate) fn emit(
     offer: &Offer,
 ) -> Result<NativeCode, Refusal> {
     crate::twin::check_offer(body.format(), who, family, offer)?;
+    if body.table_bytes() > 0 {
+        let g = &offer.contract.geometry;
+        let blocks = g.get("cols").unwrap_or(0) / body.format().block_len() as u64;
+        let entries = g.get("batch").unwrap_or(1) * blocks;
+        if entries * body.table_bytes() as u64 > TABLE_LIMIT {
+            return Err(Refusal::UnsupportedGeometry {
+                reason: format!(
+                    "{who}: {entries} activation blocks need more than the {TABLE_LIMIT} bytes of \
+                     table it keeps on the stack"
+                ),
+            });
+        }
+    }
     let refusal = |e: EmitError| Refusal::EmitError {
         message: format!("{who}: {e}"),
     };
     let (emitted, marks) = frame(body, abi).map_err(refusal)?;
-    let mut loops = Vec::with_capacity(LOOPS.len());
-    for (name, _) in LOOPS {
+    let mut loops = Vec::with_capacity(LOOPS.len() + 1);
+    let table = (body.table_bytes() > 0).then_some(crate::twin::TABLE_LOOP.0);
+    for name in table.into_iter().chain(LOOPS.map(|(name, _)| name)) {
         let at = marks.iter().find(|m| m.name == name).and_then(|m| {
             Some((
                 emitted.label_offset(&m.head)?,
@@ -162,9 +207,13 @@ fn frame(body: &dyn Body, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mark>), Em
     e.asm().imul_3(W_ROW, BLOCKS, w_bytes).map_err(iced)?;
     e.asm().imul_3(X_VEC, BLOCKS, x_bytes).map_err(iced)?;
     body.setup(&mut e)?;
+    let mut marks = Vec::new();
+    let mut oversize = e.create_label();
+    if body.table_bytes() > 0 {
+        table(&mut e, body, x_bytes, &mut marks, oversize)?;
+    }
     e.load_arg(R, offsets::ROW_START)?;
 
-    let mut marks = Vec::new();
     let mut done = e.create_label();
     let row_mark = loop_head(&mut e, "rows")?;
     e.asm()
@@ -215,7 +264,54 @@ fn frame(body: &dyn Body, abi: Abi) -> Result<(weft_x64::Emitted, Vec<Mark>), Em
         e.asm().jmp(head).map_err(iced)
     })?;
     e.set_label(&mut done)?;
+    if body.table_bytes() > 0 {
+        e.asm().mov(rsp, qword_ptr(rsp)).map_err(iced)?;
+    }
     e.asm().add(rsp, SLOT).map_err(iced)?;
     e.epilogue()?;
+    if body.table_bytes() > 0 {
+        // Called outside the geometry its offer checked: stop, rather than
+        // grow the stack by more than a page unprobed.
+        e.set_label(&mut oversize)?;
+        e.asm().ud2().map_err(iced)?;
+    }
     Ok((e.finish()?, marks))
+}
+
+/// The body's table below the stack: 64 bytes of header (the old `rsp`,
+/// bytes per vector, the start), then one entry per activation block of
+/// every vector, filled by the body in a loop the frame annotates.
+fn table(
+    e: &mut Emitter,
+    body: &dyn Body,
+    x_bytes: i32,
+    marks: &mut Vec<Mark>,
+    oversize: CodeLabel,
+) -> Result<(), EmitError> {
+    let tb = body.table_bytes();
+    let a = e.asm();
+    a.mov(rcx, qword_ptr(ARGS + offsets::BATCH)).map_err(iced)?;
+    a.imul_2(rcx, BLOCKS).map_err(iced)?;
+    a.cmp(rcx, (TABLE_LIMIT / tb as u64) as i32).map_err(iced)?;
+    a.ja(oversize).map_err(iced)?;
+    a.imul_3(rax, rcx, tb).map_err(iced)?;
+    a.add(rax, 64 + 63).map_err(iced)?;
+    a.mov(r10, rsp).map_err(iced)?;
+    a.mov(r11, rsp).map_err(iced)?;
+    a.sub(r11, rax).map_err(iced)?;
+    a.and(r11, -64).map_err(iced)?;
+    a.mov(rsp, r11).map_err(iced)?;
+    a.mov(qword_ptr(rsp), r10).map_err(iced)?;
+    a.imul_3(rax, BLOCKS, tb).map_err(iced)?;
+    a.mov(qword_ptr(rsp + TABLE_STRIDE), rax).map_err(iced)?;
+    a.lea(r10, qword_ptr(rsp + 64)).map_err(iced)?;
+    a.mov(qword_ptr(rsp + TABLE_START), r10).map_err(iced)?;
+    a.mov(r11, X).map_err(iced)?;
+    let mark = loop_head(e, crate::twin::TABLE_LOOP.0)?;
+    body.table_entry(e)?;
+    let a = e.asm();
+    a.add(r10, tb).map_err(iced)?;
+    a.add(r11, x_bytes).map_err(iced)?;
+    a.dec(rcx).map_err(iced)?;
+    loop_back(e, mark, marks, |e, head| e.asm().jne(head).map_err(iced))
 }

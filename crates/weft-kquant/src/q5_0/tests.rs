@@ -137,7 +137,7 @@ fn every_twin_the_host_can_run_matches_the_arm_bit_for_bit() {
             Outcome::Refused(r) => panic!("{}: {r}", twin.name()),
         }
     }
-    if host.has(weft_kernel::Feature::Avx512bw) && host.has(weft_kernel::Feature::Avx512vl) {
+    if host.has(weft_kernel::Feature::Avx512vnni) && host.has(weft_kernel::Feature::Avx512vl) {
         assert_eq!(accepted, TWINS.len());
     } else if host.has(weft_kernel::Feature::Avx2) && host.has(weft_kernel::Feature::F16c) {
         assert!(accepted >= 1);
@@ -174,7 +174,12 @@ fn the_twin_states_its_nest_and_annotates_those_loops() {
         let stated: Vec<&str> = nest.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(annotated, stated, "{}", twin.name());
         let trips: Vec<(u32, u64)> = nest.iter().map(|l| (l.depth, l.trips)).collect();
-        assert_eq!(trips, [(0, 641), (1, 3), (2, 20)]);
+        if twin.tier() == super::twin_x64::Tier::Avx512Vnni {
+            // The table first: every activation block of the batch.
+            assert_eq!(trips, [(0, 60), (0, 641), (1, 3), (2, 20)]);
+        } else {
+            assert_eq!(trips, [(0, 641), (1, 3), (2, 20)]);
+        }
     }
 }
 
@@ -215,4 +220,25 @@ fn the_avx512_twin_adds_the_fifth_bits_under_their_mask() {
             .any(|l| l.starts_with("vpaddb") && l.contains("{k1}")),
         "{texts:#?}"
     );
+}
+
+#[test]
+fn the_vnni_twin_keeps_its_table_under_a_page_and_refuses_geometries_that_would_not() {
+    use super::twin_x64::Tier;
+    let twin = TWINS
+        .into_iter()
+        .find(|t| t.tier() == Tier::Avx512Vnni)
+        .unwrap();
+    // 36 bytes per activation block: 108 blocks fit, 109 do not.
+    assert!(twin.emit(&offer_for(8, 108 * 32, 1).unwrap()).is_ok());
+    assert!(twin.emit(&offer_for(8, 27 * 32, 4).unwrap()).is_ok());
+    for (cols, batch) in [(109 * 32, 1), (28 * 32, 4), (2048, 8)] {
+        assert!(
+            matches!(
+                twin.emit(&offer_for(8, cols, batch).unwrap()),
+                Err(Refusal::UnsupportedGeometry { .. })
+            ),
+            "{cols} {batch}"
+        );
+    }
 }
