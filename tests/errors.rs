@@ -246,6 +246,25 @@ fn file_and_block_format_errors_follow_the_convention() {
         weft_tokenizer::TokenizerError::UnsupportedModel { model: "x".into() },
         weft_tokenizer::TokenizerError::UnknownId { id: 9, vocab: 3 },
     ]);
+    check_named(
+        [
+            weft_chat::ChatTemplateError::Metadata {
+                source: weft_gguf::GgufError::MissingKey {
+                    key: "tokenizer.chat_template".into(),
+                },
+            },
+            weft_chat::ChatTemplateError::Syntax {
+                detail: "syntax error: unexpected end of input (in chat_template:1)".into(),
+            },
+            weft_chat::ChatTemplateError::Raised {
+                message: "Conversation roles must alternate".into(),
+            },
+            weft_chat::ChatTemplateError::Render {
+                detail: "unknown function: f is unknown (in chat_template:1)".into(),
+            },
+        ],
+        |e| e.name(),
+    );
     check([
         weft_fetch::FetchError::NoCacheDir,
         weft_fetch::FetchError::PipNotFound,

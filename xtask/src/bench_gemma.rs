@@ -10,7 +10,7 @@
 //! -n 64 -r 1` on the same file runs in the same rounds, at 1 and 2
 //! threads. The streaming-read ceiling ([`crate::ceiling`]) runs in the
 //! same rounds over a buffer as large as the weight bytes one token reads
-//! ([`weft_llm::gemma3::Gemma3Engine::streamed_bytes`]). Rounds rotate
+//! ([`weft_llm::mixed::Engine::streamed_bytes`]). Rounds rotate
 //! which slot goes first; each slot reports its median.
 //!
 //! The last line: `bench decode: model=gemma3-270m tok_s_1t=… tok_s_2t=…
@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use weft_gguf::Gguf;
-use weft_llm::gemma3::Gemma3Engine;
+use weft_llm::mixed::Engine;
 use weft_plan::Executor;
 use weft_tokenizer::{Special, Tokenizer};
 
@@ -38,7 +38,7 @@ fn argmax(logits: &[f32]) -> u32 {
 }
 
 /// One round: reset, the prompt, then [`TOKENS`] timed steps; tokens/s.
-fn round(e: &mut Gemma3Engine, prompt: &[u32]) -> Result<f64, String> {
+fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     e.reset();
     let mut logits = Vec::new();
     for &t in prompt {
@@ -72,7 +72,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut engines = Vec::new();
     for threads in [1usize, 2] {
         let t0 = Instant::now();
-        let e = Gemma3Engine::open(&g, prompt.len() + TOKENS + 8, options.clone(), threads)
+        let e = Engine::open(&g, prompt.len() + TOKENS + 8, options.clone(), threads)
             .map_err(|e| e.to_string())?;
         eprintln!(
             "{WHO}: {}, {threads} thread(s): weights and plan in {:.0} ms",

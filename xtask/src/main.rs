@@ -100,7 +100,7 @@ enum Command {
     },
     /// Build the llama.cpp peer (vendored in llama-cpp-python's source package) into target/peer with CMake.
     Peer {
-        /// `quantize`: the SmolLM2 file in Q8_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests (SmolLM2 and Gemma 3); `quant-fixtures`: ggml's dequantisations weft-quant's tests pin; `tokenizer-references`: llama-tokenize's ids for the SentencePiece tests.
+        /// `quantize`: the SmolLM2 file in Q8_0, Q4_K_M and Q5_0 by llama-quantize; `references`: llama.cpp's greedy continuations for the real-model tests (SmolLM2 in each of those, and Gemma 3); `quant-fixtures`: ggml's dequantisations weft-quant's tests pin; `tokenizer-references`: llama-tokenize's ids for the SentencePiece tests.
         #[arg(value_enum)]
         step: Option<PeerStep>,
     },
@@ -223,7 +223,7 @@ enum Func {
 /// The steps of `cargo xtask peer` that run alone.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum PeerStep {
-    /// Re-quantise the SmolLM2 file to Q8_0 with the peer's llama-quantize.
+    /// Re-quantise the SmolLM2 file to Q8_0, Q4_K_M and Q5_0 with the peer's llama-quantize.
     Quantize,
     /// Print llama.cpp's greedy continuations that tests/real_model.rs pins.
     References,

@@ -9,14 +9,17 @@
 //!   host (`GGML_NATIVE`, Release, static, no network code) and build
 //!   `llama-bench`, `llama-simple`, `llama-quantize` and `llama-tokenize`
 //!   into `target/peer/bin/`. Idempotent: a finished step is not redone.
-//! - `peer quantize`: the SmolLM2 file re-quantised to Q8_0 by llama.cpp's
-//!   own `llama-quantize` (`target/peer/SmolLM2-135M-Instruct.Q8_0.gguf`),
-//!   the model `bench decode --peer` times llama.cpp on.
+//! - `peer quantize`: the SmolLM2 file re-quantised by llama.cpp's own
+//!   `llama-quantize` to each of [`REQUANTISED`]
+//!   (`target/peer/SmolLM2-135M-Instruct.{Q8_0,Q4_K_M,Q5_0}.gguf`): Q8_0,
+//!   the model `bench decode --peer` times llama.cpp on, and Q4_K_M and
+//!   Q5_0, which Weft's mixed-format path runs in their own formats.
 //! - `peer references`: llama.cpp's own greedy continuations
-//!   (`llama-simple -n 24`) of [`PROMPTS`] on the Q8_0 file and on the
-//!   Gemma 3 270M file, printed as the constants `tests/real_model.rs` pins (and, for comparison, on the Q4_1
-//!   file, whose arithmetic llama.cpp does in Q4_1). Weft's output plays no
-//!   part in them.
+//!   (`llama-simple -n 24`) of [`PROMPTS`] on each re-quantised file and
+//!   on the Gemma 3 270M file, printed as the constants
+//!   `tests/real_model.rs` pins, headed by the host they were made on
+//!   (and, for comparison, on the Q4_1 file, whose arithmetic llama.cpp
+//!   does in Q4_1). Weft's output plays no part in them.
 //! - `peer quant-fixtures`: compile `xtask/peer/quant_fixtures.c` against
 //!   the peer's `libggml-base` and run it, rewriting
 //!   `crates/weft-quant/tests/data/ggml_blocks.bin`: ggml's own
@@ -54,9 +57,26 @@ pub fn program(program: &str) -> PathBuf {
     dir().join("bin").join(program)
 }
 
+/// The files `peer quantize` writes: the SmolLM2 file re-quantised to
+/// each llama-quantize type named here, and the constant `peer references`
+/// prints its continuations as. Column widths of 576 are not whole K-quant
+/// super-blocks, so llama-quantize's Q4_K_M falls back to Q5_0 (for Q4_K)
+/// and Q8_0 (for Q6_K) on those matrices: only `ffn_down` (1536 columns)
+/// is a K-quant.
+pub const REQUANTISED: &[(&str, &str)] = &[
+    ("Q8_0", "LLAMA_CPP_Q8_0"),
+    ("Q4_K_M", "LLAMA_CPP_Q4_K_M"),
+    ("Q5_0", "LLAMA_CPP_Q5_0"),
+];
+
+/// The SmolLM2 file `peer quantize` writes in llama-quantize's `ftype`.
+pub fn requantised_model(ftype: &str) -> PathBuf {
+    dir().join(format!("SmolLM2-135M-Instruct.{ftype}.gguf"))
+}
+
 /// The Q8_0 model `peer quantize` writes.
 pub fn q8_0_model() -> PathBuf {
-    dir().join("SmolLM2-135M-Instruct.Q8_0.gguf")
+    requantised_model("Q8_0")
 }
 
 /// Run the command.
@@ -199,16 +219,18 @@ fn quantize() -> Result<(), String> {
     }
     let source = weft_fetch::fetch_model(&mut |line| eprintln!("peer quantize: {line}"))
         .map_err(|e| e.to_string())?;
-    let out = q8_0_model();
-    run_step(
-        "llama-quantize Q4_1 → Q8_0",
-        Command::new(&tool)
-            .arg("--allow-requantize")
-            .arg(&source)
-            .arg(&out)
-            .arg("Q8_0"),
-    )?;
-    println!("{}", out.display());
+    for (ftype, _) in REQUANTISED {
+        let out = requantised_model(ftype);
+        run_step(
+            &format!("llama-quantize Q4_1 → {ftype}"),
+            Command::new(&tool)
+                .arg("--allow-requantize")
+                .arg(&source)
+                .arg(&out)
+                .arg(ftype),
+        )?;
+        println!("{}", out.display());
+    }
     Ok(())
 }
 
@@ -258,66 +280,89 @@ const TOKENS: usize = 24;
 
 fn references() -> Result<(), String> {
     let simple = program("llama-simple");
-    let q8 = q8_0_model();
-    for (what, path, how) in [
-        ("llama-simple", &simple, "cargo xtask peer"),
-        ("the Q8_0 model", &q8, "cargo xtask peer quantize"),
-    ] {
+    if !simple.exists() {
+        return Err(format!(
+            "peer references: llama-simple {} is missing; `cargo xtask peer` makes it",
+            simple.display()
+        ));
+    }
+    for (ftype, _) in REQUANTISED {
+        let path = requantised_model(ftype);
         if !path.exists() {
             return Err(format!(
-                "peer references: {what} {} is missing; `{how}` makes it",
+                "peer references: the {ftype} model {} is missing; `cargo xtask peer quantize` makes it",
                 path.display()
             ));
         }
     }
     let q4 = weft_fetch::fetch_model(&mut |line| eprintln!("peer references: {line}"))
         .map_err(|e| e.to_string())?;
-    println!(
-        "// `cargo xtask peer references`: llama.cpp (llama-cpp-python {LLAMA_CPP_PYTHON}'s vendored copy), llama-simple -n {TOKENS}, greedy."
-    );
-    println!("const REFERENCE_TOKENS: usize = {TOKENS};");
-    // The Q8_0 file holds the bytes Weft's loader makes of the Q4_1 file
-    // (llama-quantize re-quantises exactly as the loader does), so its
-    // continuations are the reference for both. llama.cpp on the Q4_1 file
-    // multiplies Q4_1 weights directly, other arithmetic: printed for
-    // comparison only.
-    for (name, model) in [("LLAMA_CPP_Q8_0", &q8), ("llama.cpp on the Q4_1 file", &q4)] {
-        let pinned = name.starts_with("LLAMA");
-        if pinned {
-            println!("const {name}: &[(&str, &str)] = &[");
-        } else {
-            eprintln!("peer references: {name} (not pinned):");
-        }
-        for prompt in PROMPTS {
-            let continuation = continue_greedily(&simple, model, prompt)?;
-            if pinned {
-                println!("    ({prompt:?}, {continuation:?}),");
-            } else {
-                eprintln!("    {prompt:?} → {continuation:?}");
-            }
-        }
-        if pinned {
-            println!("];");
-        }
-    }
-    // Gemma 3 270M in Q4_K_M, the file as downloaded: llama.cpp multiplies
-    // its K-quant and Q5_0 weights natively, as Weft's Gemma 3 path does.
     let gemma = weft_fetch::fetch(&weft_fetch::GEMMA3_270M, &mut |line| {
         eprintln!("peer references: {line}")
     })
     .map_err(|e| e.to_string())?;
-    println!("const LLAMA_CPP_GEMMA3: &[(&str, &str)] = &[");
-    for prompt in PROMPTS {
-        let continuation = continue_greedily(&simple, &gemma, prompt)?;
-        println!("    ({prompt:?}, {continuation:?}),");
+    println!(
+        "// `cargo xtask peer references`: llama.cpp (llama-cpp-python {LLAMA_CPP_PYTHON}'s vendored copy), llama-simple -n {TOKENS}, greedy."
+    );
+    // llama.cpp's greedy choices near ties depend on the SIMD paths it was
+    // built with (GGML_NATIVE), so the host is part of the reference.
+    println!("// Host: {}.", host());
+    println!(
+        "// A row: the prompt, llama.cpp's greedy continuation, and the tokens it decoded — fewer than REFERENCE_TOKENS when its next greedy choice was an end-of-generation token."
+    );
+    println!("const REFERENCE_TOKENS: usize = {TOKENS};");
+    // The Q8_0 file holds the bytes Weft's loader makes of the Q4_1 file
+    // (llama-quantize re-quantises exactly as the loader does), so its
+    // continuations are the reference for both. The Q4_K_M and Q5_0 files
+    // are multiplied in their own formats, by llama.cpp and by Weft's
+    // mixed-format path; so is Gemma 3 270M in Q4_K_M, the file as
+    // downloaded.
+    let mut pinned: Vec<(String, PathBuf)> = REQUANTISED
+        .iter()
+        .map(|(ftype, constant)| ((*constant).to_owned(), requantised_model(ftype)))
+        .collect();
+    pinned.push(("LLAMA_CPP_GEMMA3".to_owned(), gemma));
+    for (constant, model) in &pinned {
+        println!("const {constant}: &[(&str, &str, usize)] = &[");
+        for prompt in PROMPTS {
+            let (continuation, tokens) = continue_greedily(&simple, model, prompt)?;
+            println!("    ({prompt:?}, {continuation:?}, {tokens}),");
+        }
+        println!("];");
     }
-    println!("];");
+    // llama.cpp on the Q4_1 file multiplies Q4_1 weights directly, other
+    // arithmetic: printed for comparison only.
+    eprintln!("peer references: llama.cpp on the Q4_1 file (not pinned):");
+    for prompt in PROMPTS {
+        let (continuation, _) = continue_greedily(&simple, &q4, prompt)?;
+        eprintln!("    {prompt:?} → {continuation:?}");
+    }
     Ok(())
 }
 
+/// This host's CPU as `/proc/cpuinfo` names it (its model name, family and
+/// model), or the target architecture where there is no such file.
+fn host() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |key: &str| {
+        info.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_owned())
+        })
+    };
+    match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => {
+            format!("{name}, family {family} model {model}")
+        }
+        (Some(name), ..) => name,
+        _ => std::env::consts::ARCH.to_owned(),
+    }
+}
+
 /// llama-simple's greedy continuation of `prompt` on `model`, without the
-/// echoed prompt and the newline it ends with.
-fn continue_greedily(simple: &Path, model: &Path, prompt: &str) -> Result<String, String> {
+/// echoed prompt and the newline it ends with, and the tokens it decoded
+/// (it stops early, without printing it, at an end-of-generation token).
+fn continue_greedily(simple: &Path, model: &Path, prompt: &str) -> Result<(String, usize), String> {
     let out = Command::new(simple)
         .arg("-m")
         .arg(model)
@@ -325,23 +370,38 @@ fn continue_greedily(simple: &Path, model: &Path, prompt: &str) -> Result<String
         .arg(prompt)
         .output()
         .map_err(|e| format!("peer references: cannot run {}: {e}", simple.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!(
-            "peer references: llama-simple failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+            "peer references: llama-simple failed ({}): {stderr}",
+            out.status
         ));
     }
+    // `main: decoded 24 tokens in 0.19 s, speed: …`
+    let tokens = stderr
+        .lines()
+        .find_map(|l| {
+            let rest = l.split_once("decoded ")?.1;
+            rest.split_once(" tokens")?.0.parse::<usize>().ok()
+        })
+        .ok_or_else(|| {
+            format!(
+                "peer references: llama-simple did not say how many tokens it decoded: {stderr}"
+            )
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
     // llama-simple echoes the prompt (Gemma's after `<bos>`), then the
     // continuation, then one newline of its own.
     let continuation = text
         .find(prompt)
         .map_or(text.as_ref(), |at| &text[at + prompt.len()..]);
-    Ok(continuation
-        .strip_suffix('\n')
-        .unwrap_or(continuation)
-        .to_owned())
+    Ok((
+        continuation
+            .strip_suffix('\n')
+            .unwrap_or(continuation)
+            .to_owned(),
+        tokens,
+    ))
 }
 
 /// The texts whose SentencePiece ids `tests/spm_references.rs` pins:

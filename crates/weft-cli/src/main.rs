@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use weft_chat::{BuiltinTurn, ChatTurn};
 use weft_llm::engine;
 use weft_llm::source::{self, Choice, Notice};
 use weft_llm::{Config, Engine, KvCache, Model};
@@ -68,7 +69,8 @@ struct ModelArgs {
 struct RunArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// The prompt (wrapped in the chat template unless --raw).
+    /// The prompt (unless --raw, wrapped in the file's chat template, or in
+    /// Weft's built-in turn for its architecture if the file has none).
     #[arg(
         long,
         short = 'p',
@@ -240,13 +242,14 @@ fn cache_rejection(plan: &CompiledPlan) -> Option<String> {
 
 fn run(a: RunArgs) -> Result<(), String> {
     let t_load = Instant::now();
-    // A Gemma 3 file runs on its own engine (weft_llm::gemma3).
+    // Gemma 3 and K-quant/Q5_0 files run on the mixed-format engine
+    // (weft_llm::mixed), from their own block formats.
     if let Some(path) =
         source::model_file(&a.model.choice(), &mut fetch_notice).map_err(|e| e.to_string())?
     {
         let g = weft_gguf::Gguf::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if g.architecture().ok() == Some("gemma3") {
-            return run_gemma3(&a, &path, &g, t_load);
+        if weft_llm::mixed::serves(&g) {
+            return run_mixed(&a, &path, &g, t_load);
         }
     }
     let model = load(&a.model)?;
@@ -295,7 +298,14 @@ fn run(a: RunArgs) -> Result<(), String> {
         if threads == 1 { "" } else { "s" },
     );
 
-    let prompt = model.prompt_tokens(&a.prompt, a.raw);
+    let prompt = if a.raw {
+        model.prompt_tokens(&a.prompt, true)
+    } else {
+        if matches!(model.source, weft_llm::Source::File(_)) {
+            chat_note(&model.chat);
+        }
+        model.chat_tokens(&a.prompt).map_err(chat_refused)?
+    };
     engine
         .ensure_room(prompt.len().saturating_add(a.n))
         .map_err(|e| {
@@ -354,50 +364,79 @@ fn run(a: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Gemma 3's chat turn around `prompt` (llama.cpp's built-in Gemma
-/// template; Weft does not interpret the file's Jinja template).
-fn gemma_turn(prompt: &str) -> String {
-    format!("<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n")
+/// Says on stderr when a file has no chat template of its own, so the
+/// prompt is wrapped in Weft's built-in turn for its architecture.
+fn chat_note(chat: &ChatTurn) {
+    if let ChatTurn::Builtin(_) = chat {
+        eprintln!(
+            "weft: the file has no chat template ({}); the prompt is wrapped in {chat}",
+            weft_chat::CHAT_TEMPLATE_KEY
+        );
+    }
 }
 
-/// `weft run` on a Gemma 3 file: its planned engine (products, quantiser
-/// and attention are plan sites; the small operations run in Rust, see
-/// `weft_llm::gemma3`), the prompt a token at a time, then greedy decode.
-fn run_gemma3(
+/// A prompt the file's chat template refused, and what to do about it.
+fn chat_refused(e: weft_chat::ChatTemplateError) -> String {
+    format!("{e} (--raw feeds the prompt without the chat template)")
+}
+
+/// `weft run` on a file of the mixed-format path (Gemma 3, or K-quant and
+/// Q5_0 Llama files): its planned engine (products, quantiser and
+/// attention are plan sites; the small operations run in Rust, see
+/// `weft_llm::mixed`), the prompt a token at a time, then greedy decode.
+fn run_mixed(
     a: &RunArgs,
     path: &std::path::Path,
     g: &weft_gguf::Gguf,
     t_load: Instant,
 ) -> Result<(), String> {
     if a.batch.is_some() {
-        return Err("bad-config: --batch: a Gemma 3 prompt is fed a token at a time".into());
+        return Err(
+            "bad-config: --batch: the mixed-format engine feeds a prompt a token at a time".into(),
+        );
     }
     if a.model.kv != KvCache::F16 {
-        return Err("bad-config: --kv: the Gemma 3 engine's cache is binary16".into());
+        return Err("bad-config: --kv: the mixed-format engine's cache is binary16".into());
     }
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let tokenizer = weft_tokenizer::Tokenizer::from_gguf(g).map_err(|e| e.to_string())?;
-    let mut engine = weft_llm::gemma3::Gemma3Engine::open(g, a.model.max_seq, options()?, threads)
+    let fallback = BuiltinTurn::for_architecture(g.architecture().unwrap_or_default());
+    let chat = ChatTurn::from_gguf(g, &tokenizer, fallback).map_err(|e| {
+        source::SourceError::Unreadable {
+            path: path.to_owned(),
+            source: e.into(),
+        }
+        .to_string()
+    })?;
+    let mut engine = weft_llm::mixed::Engine::open(g, a.model.max_seq, options()?, threads)
         .map_err(|e| e.to_string())?;
     let load_s = t_load.elapsed().as_secs_f64();
     cache_note(engine.plan());
     let c = engine.config();
     eprintln!(
-        "weft: {} (Gemma 3, {} layers) loaded and planned in {load_s:.2} s; KV cache f16 × {} positions; {threads} thread{}",
+        "weft: {} ({}, {} layers, mixed-format engine) loaded and planned in {load_s:.2} s; KV cache f16 × {} positions; {threads} thread{}",
         path.display(),
+        c.arch.name(),
         c.layers,
         c.max_seq,
         if threads == 1 { "" } else { "s" },
     );
-    let mut prompt: Vec<u32> = tokenizer.bos().into_iter().collect();
-    if a.raw {
-        prompt.extend(tokenizer.encode(&a.prompt, weft_tokenizer::Special::AsText));
+    let prompt: Vec<u32> = if a.raw {
+        // BOS as llama.cpp adds it: when the file asks for it.
+        let mut ids: Vec<u32> = tokenizer
+            .bos()
+            .into_iter()
+            .filter(|_| tokenizer.add_bos())
+            .collect();
+        ids.extend(tokenizer.encode(&a.prompt, weft_tokenizer::Special::AsText));
+        ids
     } else {
-        prompt.extend(tokenizer.encode(&gemma_turn(&a.prompt), weft_tokenizer::Special::Parse));
-    }
+        chat_note(&chat);
+        chat.tokens(&tokenizer, &a.prompt).map_err(chat_refused)?
+    };
     let needed = prompt.len().saturating_add(a.n);
     if needed > c.max_seq {
         return Err(format!(
@@ -458,6 +497,24 @@ fn run_gemma3(
 }
 
 fn plan(a: PlanArgs) -> Result<(), String> {
+    if let Some(path) =
+        source::model_file(&a.model.choice(), &mut fetch_notice).map_err(|e| e.to_string())?
+    {
+        let g = weft_gguf::Gguf::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if weft_llm::mixed::serves(&g) {
+            // The mixed-format engine's plan: its sites are the file's own
+            // block formats, and it feeds prompts a token at a time.
+            let engine = weft_llm::mixed::Engine::open(&g, a.model.max_seq, options()?, 1)
+                .map_err(|e| e.to_string())?;
+            let report = engine.plan().report();
+            return if a.json {
+                let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+                emit(&format!("{text}\n"))
+            } else {
+                emit(&format!("{report}"))
+            };
+        }
+    }
     let c = config(&a.model)?;
     let engine::ModelPlan { plan, chunk } = compile(&c)?;
     if a.json {

@@ -7,11 +7,12 @@
 //! an [`Engine`] that feeds tokens through a compiled plan and returns
 //! logits. [`source`] finds the model a user asks for ([`Choice`]): a
 //! file, SmolLM2-135M-Instruct in the user's cache (fetched once), or the
-//! embedded one. [`gemma3`] runs a second architecture, Gemma 3, from its
-//! file's own K-quant, Q5_0 and Q8_0 bytes: a plain-loop reference, and an
-//! engine whose products, activation quantiser and attention are plan
-//! sites — its small operations are not yet, so the invariants below are
-//! the Llama [`Engine`]'s.
+//! embedded one. [`mixed`] runs models from their file's own K-quant,
+//! Q5_0 and Q8_0 bytes, as `llama-quantize` mixes them — Gemma 3, and Llama
+//! files such as SmolLM2 in Q4_K_M or Q5_0 ([`mixed::Arch`]): a plain-loop
+//! reference, and an engine whose products, activation quantiser and
+//! attention are plan sites — its small operations are not yet, so the
+//! invariants below are the Q8_0 [`Engine`]'s.
 //!
 //! Invariants:
 //!
@@ -35,8 +36,8 @@
 
 mod config;
 pub mod engine;
-pub mod gemma3;
 pub mod load;
+pub mod mixed;
 mod model;
 pub mod reference;
 pub mod source;
@@ -73,6 +74,14 @@ pub enum ModelError {
         /// The tokenizer's error.
         reason: String,
     },
+    /// The file's chat template (`tokenizer.chat_template`) cannot wrap a
+    /// prompt: it does not compile, or it fails for one user message.
+    #[error("bad-chat-template: {source}")]
+    ChatTemplate {
+        /// Why (its message begins with its own name).
+        #[from]
+        source: weft_chat::ChatTemplateError,
+    },
     /// The model's configuration is not one the forward pass serves.
     #[error("bad-config: {reason}")]
     Config {
@@ -96,6 +105,7 @@ impl ModelError {
             ModelError::Shape { .. } => "bad-shape",
             ModelError::Gguf { source } => source.name(),
             ModelError::Tokenizer { .. } => "bad-tokenizer",
+            ModelError::ChatTemplate { .. } => "bad-chat-template",
             ModelError::Config { .. } => "bad-config",
             ModelError::Memory { .. } => "no-memory",
         }
@@ -146,6 +156,11 @@ mod tests {
             ModelError::Tokenizer {
                 reason: "vocabulary of 0 tokens is empty or too large".into(),
             },
+            ModelError::ChatTemplate {
+                source: weft_chat::ChatTemplateError::Syntax {
+                    detail: "syntax error: unexpected end of input (in chat_template:1)".into(),
+                },
+            },
             ModelError::Config {
                 reason: "dim is 0".into(),
             },
@@ -176,9 +191,10 @@ mod tests {
                 ModelError::Tokenizer { .. } => 2,
                 ModelError::Config { .. } => 3,
                 ModelError::Memory { .. } => 4,
+                ModelError::ChatTemplate { .. } => 5,
             })
             .collect();
-        assert_eq!(seen.len(), 5, "every ModelError variant");
+        assert_eq!(seen.len(), 6, "every ModelError variant");
 
         let engines = vec![
             EngineError::Plan {

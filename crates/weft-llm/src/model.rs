@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use weft_chat::{BuiltinTurn, ChatTurn};
 use weft_tokenizer::{Special, TokenId, Tokenizer, Vocabulary};
 
 use crate::weights::Weights;
@@ -24,6 +25,9 @@ pub struct Model {
     pub weights: Arc<Weights>,
     /// The tokenizer.
     pub tokenizer: Tokenizer,
+    /// What a prompt is wrapped in: the file's chat template, or SmolLM2's
+    /// ChatML turn for a file without one and for the embedded model.
+    pub chat: ChatTurn,
     /// Where it came from.
     pub source: Source,
 }
@@ -52,7 +56,10 @@ const CONTROL: [&str; 17] = [
 
 impl Model {
     /// Open a `llama` GGUF file: weights converted on all cores, the
-    /// tokenizer from its metadata, a KV cache of `max_seq` positions.
+    /// tokenizer and the chat turn from its metadata (the file's template,
+    /// checked on one message; without one, Weft's built-in SmolLM2 ChatML
+    /// turn, as before templates were read), a KV cache of `max_seq`
+    /// positions.
     pub fn open(path: &Path, max_seq: usize) -> Result<Model, ModelError> {
         let g = weft_gguf::Gguf::open(path)?;
         let weights = load::weights(&g, max_seq, 0)?;
@@ -68,9 +75,11 @@ impl Model {
                 ),
             });
         }
+        let chat = ChatTurn::from_gguf(&g, &tokenizer, BuiltinTurn::SmolLm2)?;
         Ok(Model {
             weights: Arc::new(weights),
             tokenizer,
+            chat,
             source: Source::File(path.to_owned()),
         })
     }
@@ -87,27 +96,32 @@ impl Model {
         Ok(Model {
             weights: Arc::new(weights),
             tokenizer,
+            chat: ChatTurn::Builtin(BuiltinTurn::SmolLm2),
             source: Source::Embedded,
         })
     }
 
-    /// The prompt as token ids: wrapped in the ChatML turn SmolLM2-Instruct
-    /// was trained on unless `raw`.
+    /// The prompt as token ids: as it is if `raw` (BOS first if the model
+    /// wants it, special tokens parsed), else wrapped in [`Model::chat`]
+    /// ([`Model::chat_tokens`]). A prompt the file's template refuses
+    /// (rare: it wrapped one message when the model opened) gets the
+    /// built-in ChatML turn here; `weft run` reports the refusal instead.
     pub fn prompt_tokens(&self, prompt: &str, raw: bool) -> Vec<TokenId> {
-        let text = if raw {
-            prompt.to_owned()
-        } else {
-            format!(
-                "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by \
-                 Hugging Face<|im_end|>\n<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
-            )
-        };
-        let mut ids = Vec::new();
-        if self.tokenizer.add_bos() {
-            ids.extend(self.tokenizer.bos());
+        if raw {
+            let mut ids = Vec::new();
+            if self.tokenizer.add_bos() {
+                ids.extend(self.tokenizer.bos());
+            }
+            ids.extend(self.tokenizer.encode(prompt, Special::Parse));
+            return ids;
         }
-        ids.extend(self.tokenizer.encode(&text, Special::Parse));
-        ids
+        self.chat_tokens(prompt)
+            .unwrap_or_else(|_| BuiltinTurn::SmolLm2.tokens(&self.tokenizer, prompt))
+    }
+
+    /// The prompt wrapped in [`Model::chat`] as token ids, BOS once.
+    pub fn chat_tokens(&self, prompt: &str) -> Result<Vec<TokenId>, weft_chat::ChatTemplateError> {
+        self.chat.tokens(&self.tokenizer, prompt)
     }
 
     /// Tokens that end generation (end of turn, end of text).
@@ -166,4 +180,51 @@ fn synthetic_tokenizer(vocab: usize) -> Result<Tokenizer, ModelError> {
     .map_err(|e| ModelError::Tokenizer {
         reason: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_chat::{BuiltinTurn, ChatTurn};
+    use weft_tokenizer::Special;
+
+    use super::Model;
+    use crate::{Config, KvCache};
+
+    /// The embedded model at a small shape (its vocabulary is SmolLM2's
+    /// control tokens, the byte tokens and made-up words).
+    fn embedded() -> Model {
+        Model::embedded(&Config {
+            dim: 64,
+            hidden: 128,
+            layers: 1,
+            heads: 2,
+            kv_heads: 1,
+            vocab: 400,
+            rms_eps: 1e-5,
+            rope_base: 10_000.0,
+            rope_dims: 32,
+            max_seq: 8,
+            kv: KvCache::F16,
+        })
+        .expect("builds")
+    }
+
+    /// The embedded model has no file: its prompt is wrapped in the
+    /// ChatML turn `weft run` always gave it, and `raw` is the text alone.
+    #[test]
+    fn the_embedded_models_prompt_is_the_chatml_turn_it_always_had() {
+        let m = embedded();
+        assert!(matches!(m.chat, ChatTurn::Builtin(BuiltinTurn::SmolLm2)));
+        let chatml = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained \
+                      by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+                      <|im_start|>assistant\n";
+        let wrapped = m.prompt_tokens("Hi", false);
+        assert_eq!(wrapped, m.tokenizer.encode(chatml, Special::Parse));
+        assert_eq!(wrapped[0], 1, "<|im_start|> is a control token");
+        assert_eq!(wrapped, m.chat_tokens("Hi").expect("renders"));
+        assert_eq!(
+            m.prompt_tokens("Hi", true),
+            m.tokenizer.encode("Hi", Special::Parse)
+        );
+    }
 }

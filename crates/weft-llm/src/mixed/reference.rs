@@ -1,13 +1,11 @@
-//! [`Gemma3Reference`]: the forward pass with plain f64 loops for its
-//! products, over every matrix dequantised once to f32.
+//! [`Reference`]: the forward pass with plain f64 loops for its products,
+//! over every matrix dequantised once to f32.
 
 use weft_gguf::block::Format;
 use weft_gguf::Gguf;
 
-use super::{
-    attend_flash_f16, forward, quantised, vec_dot_type, weft_gguf_format, Cache, Gemma3Config,
-    Kernels, Mat, Norms,
-};
+use super::ops::{attend_flash_f16, quantised, vec_dot_type, weft_gguf_format};
+use super::{forward, Cache, Config, Kernels, Mat, Norms};
 use crate::{EngineError, ModelError};
 
 /// A matrix dequantised to f32 (`rows × cols`, row-major), remembering
@@ -66,13 +64,14 @@ struct Dense {
 impl Kernels for Dense {
     fn attend(
         &mut self,
-        c: &Gemma3Config,
+        c: &Config,
         q: &[f32],
         keys: &[u16],
         values: &[u16],
         lk: usize,
+        scale: f32,
     ) -> Result<Vec<f32>, EngineError> {
-        Ok(attend_flash_f16(c, q, keys, values, lk))
+        Ok(attend_flash_f16(c, q, keys, values, lk, scale))
     }
 
     fn embed(&mut self, token: u32) -> Vec<f32> {
@@ -88,20 +87,20 @@ impl Kernels for Dense {
     }
 }
 
-/// Gemma 3's forward pass in plain loops: the weights dequantised once to
-/// f32, a binary16 KV cache, one token at a time.
-pub struct Gemma3Reference {
-    config: Gemma3Config,
+/// The forward pass in plain loops (any [`super::Arch`]): the weights
+/// dequantised once to f32, a binary16 KV cache, one token at a time.
+pub struct Reference {
+    config: Config,
     norms: Norms,
     dense: Dense,
     cache: Cache,
 }
 
-impl Gemma3Reference {
+impl Reference {
     /// Read `g`'s weights (every matrix dequantised to f32, about 4 bytes
     /// per weight) for a cache of `max_seq` positions.
-    pub fn open(g: &Gguf, max_seq: usize) -> Result<Gemma3Reference, ModelError> {
-        let c = Gemma3Config::from_gguf(g, max_seq)?;
+    pub fn open(g: &Gguf, max_seq: usize) -> Result<Reference, ModelError> {
+        let c = Config::from_gguf(g, max_seq)?;
         let open = |m: Mat, l: usize| {
             let (rows, cols) = m.shape(&c);
             Matrix::open(g, &m.tensor(l), rows, cols)
@@ -109,7 +108,7 @@ impl Gemma3Reference {
         let layers = (0..c.layers)
             .map(|l| Mat::LAYER.iter().map(|&m| open(m, l)).collect())
             .collect::<Result<_, ModelError>>()?;
-        Ok(Gemma3Reference {
+        Ok(Reference {
             norms: Norms::open(g, &c)?,
             dense: Dense {
                 token_embd: open(Mat::Head, 0)?,
@@ -122,7 +121,7 @@ impl Gemma3Reference {
     }
 
     /// The model's shape.
-    pub fn config(&self) -> &Gemma3Config {
+    pub fn config(&self) -> &Config {
         &self.config
     }
 

@@ -1,25 +1,26 @@
-//! [`Gemma3Engine`]: the forward pass with its matrix products planned.
+//! [`Engine`]: the forward pass with its matrix products planned.
 //!
 //! Every matrix stays in its GGUF bytes — Q5_0, Q4_K, Q6_K or Q8_0, as the
 //! file has it — and is multiplied by a kernel of one compiled plan: one
-//! site per distinct (family, rows, cols) among the model's 126 matrices
-//! and its tied head (`q5_0.matvec`, `q4_k.matvec`, `q6_k.matvec` from
+//! site per distinct (family, rows, cols) among the model's matrices and
+//! its tied head (`q5_0.matvec`, `q4_k.matvec`, `q6_k.matvec` from
 //! weft-kquant; `q8_0.matvec`'s f32x4 arm, whose weights need no packing,
-//! for the Q8_0 ones), one `q8_0.quantize` site for the activations the
-//! Q5_0 and Q8_0 products take, and one `attention.fused` site (binary16
-//! keys and values, head dimension 256; a sliding-window layer passes only
-//! its window's keys). The planner validates every twin against its arm
-//! and chooses by price, as for the Llama engine; kernels run on the
+//! for the Q8_0 ones), one `q8_0.quantize` site per width for the
+//! activations the Q5_0 and Q8_0 products take, and one `attention.fused`
+//! site (binary16 keys and values; a sliding-window layer passes only its
+//! window's keys). The planner validates every twin against its arm and
+//! chooses by price, as for the Q8_0 [`crate::Engine`]; kernels run on the
 //! plan's executor, products split by rows.
 //!
-//! Not yet planned (so this engine is not yet held to the Llama engine's
+//! Not yet planned (so this engine is not yet held to the Q8_0 engine's
 //! invariant that every operation is a site): the Q8_K quantisation of
 //! the K-quants' activations (weft-quant's reference quantiser, in Rust),
-//! and the small operations between the kernels — norms, RoPE, GELU,
-//! residuals — which are [`super::forward`]'s, shared with the reference.
-//! The logits differ from the reference's by the products' f32 fold orders
-//! and by attention: the reference models llama.cpp's binary16 value
-//! accumulator, the `attention.fused` contract accumulates in f32.
+//! and the small operations between the kernels — norms, RoPE, the gated
+//! activation, residuals — which are [`super::forward`]'s, shared with
+//! the reference. The logits differ from the reference's by the products'
+//! f32 fold orders and by attention: the reference models llama.cpp's
+//! binary16 value accumulator, the `attention.fused` contract accumulates
+//! in f32.
 
 use std::collections::HashMap;
 
@@ -32,7 +33,8 @@ use weft_plan::{Catalogue, CompiledPlan, Executor, Options, Planner};
 use weft_q8::quantize::Q8QuantizeArgs;
 use weft_q8::Q8MatvecArgs;
 
-use super::{forward, weft_gguf_format, Cache, Gemma3Config, Kernels, Mat, Norms};
+use super::ops::weft_gguf_format;
+use super::{forward, Cache, Config, Kernels, Mat, Norms};
 use crate::{EngineError, ModelError};
 
 /// The label of the activation quantiser's site.
@@ -45,9 +47,9 @@ const ATTENTION: &str = "blk.*.attention";
 const ATTENTION_PRICE_LK: usize = 256;
 
 /// One decode step's attention: a query row per head, `lk` keys, the
-/// query at the last position; Q comes scaled (Gemma's `1/√head_dim`, a
-/// power of two), so the kernel's scale is 1.
-fn attention_shape(c: &Gemma3Config, lk: usize) -> AttentionShape {
+/// query at the last position, scores multiplied by `scale` (1 where Q
+/// comes scaled, [`super::Arch::scales_queries`]).
+fn attention_shape(c: &Config, lk: usize, scale: f32) -> AttentionShape {
     AttentionShape {
         d: c.head_dim,
         lq: 1,
@@ -56,7 +58,7 @@ fn attention_shape(c: &Gemma3Config, lk: usize) -> AttentionShape {
         kv_heads: c.kv_heads,
         q_offset: lk - 1,
         causal: true,
-        scale: 1.0,
+        scale,
         kv: KvType::F16,
     }
 }
@@ -174,13 +176,14 @@ impl Kernels for Planned {
 
     fn attend(
         &mut self,
-        c: &Gemma3Config,
+        c: &Config,
         q: &[f32],
         keys: &[u16],
         values: &[u16],
         lk: usize,
+        scale: f32,
     ) -> Result<Vec<f32>, EngineError> {
-        let shape = attention_shape(c, lk);
+        let shape = attention_shape(c, lk, scale);
         let (hd, kvd) = (c.head_dim, c.kv_heads * c.head_dim);
         let layout = Layout {
             q_head: hd,
@@ -245,24 +248,25 @@ fn catalogue() -> Result<Catalogue, weft_plan::PlanError> {
     Ok(c)
 }
 
-/// Gemma 3 with its products planned (module docs).
-pub struct Gemma3Engine {
-    config: Gemma3Config,
+/// The forward pass (any [`super::Arch`]) with its products planned
+/// (module docs).
+pub struct Engine {
+    config: Config,
     norms: Norms,
     planned: Planned,
     cache: Cache,
 }
 
-impl std::fmt::Debug for Gemma3Engine {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gemma3Engine")
+        f.debug_struct("mixed::Engine")
             .field("config", &self.config)
             .field("position", &self.cache.position())
             .finish()
     }
 }
 
-impl Gemma3Engine {
+impl Engine {
     /// Read `g`'s weights (copied in their file bytes) for a cache of
     /// `max_seq` positions and compile the plan with `options`; products
     /// run on `threads` threads.
@@ -271,8 +275,8 @@ impl Gemma3Engine {
         max_seq: usize,
         options: Options,
         threads: usize,
-    ) -> Result<Gemma3Engine, GemmaOpenError> {
-        let c = Gemma3Config::from_gguf(g, max_seq)?;
+    ) -> Result<Engine, OpenError> {
+        let c = Config::from_gguf(g, max_seq)?;
         let norms = Norms::open(g, &c)?;
         let mut sites: Vec<Site> = Vec::new();
         let mut site_of: HashMap<(&'static str, usize, usize), usize> = HashMap::new();
@@ -318,7 +322,7 @@ impl Gemma3Engine {
         let mut arena = weft_arena::ArenaBuilder::new(capacity);
         let ranges: Vec<_> = found.iter().map(|f| arena.push(f.1.bytes())).collect();
         let arena = arena.seal().map_err(|source| EngineError::Memory {
-            what: "the Gemma 3 weights",
+            what: "the model's weights",
             source,
         })?;
         let mut products = Vec::with_capacity(found.len());
@@ -373,7 +377,7 @@ impl Gemma3Engine {
             );
         }
         let attention = sites.len();
-        let priced = attention_shape(&c, ATTENTION_PRICE_LK.min(c.max_seq).max(1));
+        let priced = attention_shape(&c, ATTENTION_PRICE_LK.min(c.max_seq).max(1), 1.0);
         sites.push(
             Site::new(Family(weft_attention::FAMILY), priced.geometry()).with_label(ATTENTION),
         );
@@ -383,7 +387,7 @@ impl Gemma3Engine {
             options,
         );
         let plan = planner.compile(&sites).map_err(EngineError::from)?;
-        Ok(Gemma3Engine {
+        Ok(Engine {
             norms,
             planned: Planned {
                 plan,
@@ -400,7 +404,7 @@ impl Gemma3Engine {
     }
 
     /// The model's shape.
-    pub fn config(&self) -> &Gemma3Config {
+    pub fn config(&self) -> &Config {
         &self.config
     }
 
@@ -442,9 +446,9 @@ impl Gemma3Engine {
     }
 }
 
-/// Why a [`Gemma3Engine`] could not be built: the file, or the plan.
+/// Why an [`Engine`] could not be built: the file, or the plan.
 #[derive(Debug, thiserror::Error)]
-pub enum GemmaOpenError {
+pub enum OpenError {
     /// The file's shape or tensors.
     #[error(transparent)]
     Model(#[from] ModelError),
