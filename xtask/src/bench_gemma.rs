@@ -40,10 +40,7 @@ fn argmax(logits: &[f32]) -> u32 {
 /// One round: reset, the prompt, then [`TOKENS`] timed steps; tokens/s.
 fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     e.reset();
-    let mut logits = Vec::new();
-    for &t in prompt {
-        logits = e.step(t).map_err(|e| e.to_string())?;
-    }
+    let mut logits = e.prefill(prompt).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     for _ in 0..TOKENS {
         logits = e.step(argmax(&logits)).map_err(|e| e.to_string())?;

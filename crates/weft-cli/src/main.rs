@@ -456,10 +456,8 @@ fn run_mixed(
             .unwrap_or(0) as u32
     };
     let t_prompt = Instant::now();
-    let mut logits = Vec::new();
-    for &t in &prompt {
-        logits = engine.step(t).map_err(|e| e.to_string())?;
-    }
+    // A token at a time; the head runs on the last alone.
+    let mut logits = engine.prefill(&prompt).map_err(|e| e.to_string())?;
     let prompt_s = t_prompt.elapsed().as_secs_f64();
     let mut out = std::io::stdout().lock();
     let mut text = tokenizer.stream_decoder(Render::SkipSpecial);

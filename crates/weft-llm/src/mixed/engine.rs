@@ -16,7 +16,7 @@
 //! invariant that every operation is a site): the Q8_K quantisation of
 //! the K-quants' activations (weft-quant's reference quantiser, in Rust),
 //! and the small operations between the kernels — norms, RoPE, the gated
-//! activation, residuals — which are [`super::forward`]'s, shared with
+//! activation, residuals — which are `super::advance`'s, shared with
 //! the reference. The logits differ from the reference's by the products'
 //! f32 fold orders and by attention: the reference models llama.cpp's
 //! binary16 value accumulator, the `attention.fused` contract accumulates
@@ -34,7 +34,7 @@ use weft_q8::quantize::Q8QuantizeArgs;
 use weft_q8::Q8MatvecArgs;
 
 use super::ops::weft_gguf_format;
-use super::{forward, Cache, Config, Kernels, Mat, Norms};
+use super::{prefill, step, Cache, Config, Kernels, Mat, Norms};
 use crate::{EngineError, ModelError};
 
 /// The label of the activation quantiser's site.
@@ -436,12 +436,28 @@ impl Engine {
 
     /// Feed `token` at the next position; its logits.
     pub fn step(&mut self, token: u32) -> Result<Vec<f32>, EngineError> {
-        forward(
+        step(
             &self.config,
             &self.norms,
             &mut self.planned,
             &mut self.cache,
             token,
+        )
+    }
+
+    /// Feed every token of `prompt`, a token at a time; the last one's
+    /// logits, the only ones computed (the head is skipped before). The
+    /// same bits as [`Self::step`] over `prompt` would end on. Checked
+    /// before any token is fed: an empty prompt, one that does not fit
+    /// the cache, or a token outside the vocabulary is an error and feeds
+    /// nothing.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, EngineError> {
+        prefill(
+            &self.config,
+            &self.norms,
+            &mut self.planned,
+            &mut self.cache,
+            prompt,
         )
     }
 }

@@ -1,8 +1,9 @@
 //! The mixed-format path: a decoder-only transformer run from its GGUF
 //! file's own block formats — Q4_K, Q6_K, Q5_0 and Q8_0 matrices, mixed as
 //! llama.cpp's `llama-quantize` mixes them — never converted to another
-//! format when the file opens. One forward pass (`forward`, llama.cpp's
-//! graph for the file's architecture), run two ways: by [`Reference`],
+//! format when the file opens. One forward pass (`advance` and `logits`,
+//! llama.cpp's graph for the file's architecture), run two ways: by
+//! [`Reference`],
 //! whose products are plain f64 loops over weights dequantised once (the
 //! yardstick, as [`mod@crate::reference`] is for the Q8_0 [`crate::Engine`]),
 //! and by [`Engine`], whose products are kernels of a compiled plan over
@@ -497,10 +498,11 @@ fn maybe_norm(x: Vec<f32>, w: Option<&Vec<f32>>, eps: f32) -> Vec<f32> {
     }
 }
 
-/// One token through the model at the cache's next position: its logits.
-/// Everything but the products and attention is here, once, for both ways
-/// of running it and every [`Arch`]; those are `p`'s.
-pub(crate) fn forward(
+/// One token through the model's layers at the cache's next position: the
+/// residual stream after the last layer (the head's input before the
+/// output norm). Everything but the products and attention is here, once,
+/// for both ways of running it and every [`Arch`]; those are `p`'s.
+fn advance(
     c: &Config,
     norms: &Norms,
     p: &mut impl Kernels,
@@ -590,9 +592,62 @@ pub(crate) fn forward(
         let d = maybe_norm(d, w.post_ffw_norm.as_ref(), eps);
         x.iter_mut().zip(&d).for_each(|(x, d)| *x += d);
     }
-    let out = rmsnorm(&x, &norms.output, eps);
     cache.pos += 1;
+    Ok(x)
+}
+
+/// The logits of the residual stream `x`: the output norm, then the head.
+fn logits(
+    c: &Config,
+    norms: &Norms,
+    p: &mut impl Kernels,
+    x: &[f32],
+) -> Result<Vec<f32>, EngineError> {
+    let out = rmsnorm(x, &norms.output, c.rms_eps);
     p.apply(Mat::Head, 0, &out)
+}
+
+/// Feed `token` at the cache's next position: its logits.
+pub(crate) fn step(
+    c: &Config,
+    norms: &Norms,
+    p: &mut impl Kernels,
+    cache: &mut Cache,
+    token: u32,
+) -> Result<Vec<f32>, EngineError> {
+    let x = advance(c, norms, p, cache, token)?;
+    logits(c, norms, p, &x)
+}
+
+/// Feed `prompt` a token at a time, the output norm and head on the last
+/// alone (a prompt token's next-token choice is never read; on Gemma 3
+/// the head is half a token's bytes): its logits. Checked first, so an
+/// error feeds nothing: [`EngineError::EmptyPrompt`],
+/// [`EngineError::ContextFull`], [`EngineError::BadToken`].
+pub(crate) fn prefill(
+    c: &Config,
+    norms: &Norms,
+    p: &mut impl Kernels,
+    cache: &mut Cache,
+    prompt: &[u32],
+) -> Result<Vec<f32>, EngineError> {
+    if prompt.is_empty() {
+        return Err(EngineError::EmptyPrompt);
+    }
+    if cache.pos + prompt.len() > c.max_seq {
+        return Err(EngineError::ContextFull {
+            needed: cache.pos + prompt.len(),
+            max_seq: c.max_seq,
+        });
+    }
+    if let Some(&id) = prompt.iter().find(|&&t| t as usize >= c.vocab) {
+        return Err(EngineError::BadToken { id, vocab: c.vocab });
+    }
+    let mut x = Vec::new();
+    for &t in prompt {
+        x = advance(c, norms, p, cache, t)?;
+    }
+    logits(c, norms, p, &x)
 }
 
 #[cfg(test)]

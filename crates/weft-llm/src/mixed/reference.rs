@@ -5,7 +5,7 @@ use weft_gguf::block::Format;
 use weft_gguf::Gguf;
 
 use super::ops::{attend_flash_f16, quantised, vec_dot_type, weft_gguf_format};
-use super::{forward, Cache, Config, Kernels, Mat, Norms};
+use super::{prefill, step, Cache, Config, Kernels, Mat, Norms};
 use crate::{EngineError, ModelError};
 
 /// A matrix dequantised to f32 (`rows × cols`, row-major), remembering
@@ -137,12 +137,28 @@ impl Reference {
 
     /// Feed `token` at the next position; its logits.
     pub fn step(&mut self, token: u32) -> Result<Vec<f32>, EngineError> {
-        forward(
+        step(
             &self.config,
             &self.norms,
             &mut self.dense,
             &mut self.cache,
             token,
+        )
+    }
+
+    /// Feed every token of `prompt`, a token at a time; the last one's
+    /// logits, the only ones computed (the head is skipped before). The
+    /// same bits as [`Self::step`] over `prompt` would end on. Checked
+    /// before any token is fed: an empty prompt, one that does not fit
+    /// the cache, or a token outside the vocabulary is an error and feeds
+    /// nothing.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, EngineError> {
+        prefill(
+            &self.config,
+            &self.norms,
+            &mut self.dense,
+            &mut self.cache,
+            prompt,
         )
     }
 }

@@ -302,3 +302,53 @@ fn the_kill_switch_gives_the_same_logits_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn a_prefilled_prompt_ends_on_the_bits_its_steps_end_on_and_a_refused_one_feeds_nothing() {
+    // The head only moves the logits, never the cache, so skipping it on
+    // all but the last prompt token changes no bit of what follows.
+    for arch in Arch::ALL {
+        let g = synthetic(arch, Formats::Mixed);
+        let mut stepped =
+            Engine::open(&g, MAX_SEQ, options(weft_plan::EmitMode::On), 2).expect("engine");
+        let mut prefilled =
+            Engine::open(&g, MAX_SEQ, options(weft_plan::EmitMode::On), 2).expect("engine");
+        let mut want = Vec::new();
+        for t in TOKENS {
+            want = stepped.step(t).expect("step");
+        }
+        let got = prefilled.prefill(&TOKENS).expect("prefill");
+        assert_eq!(prefilled.position(), TOKENS.len());
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{arch:?}: prefill's logits"
+        );
+        let (a, b) = (
+            stepped.step(3).expect("step"),
+            prefilled.step(3).expect("step"),
+        );
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{arch:?}: the step after"
+        );
+
+        let mut reference = Reference::open(&g, MAX_SEQ).expect("the reference loads");
+        let refused = [
+            (Vec::new(), "empty-prompt"),
+            (vec![1, VOCAB as u32], "bad-token"),
+            (vec![1; MAX_SEQ + 1], "context-full"),
+        ];
+        for (prompt, name) in refused {
+            assert_eq!(prefilled.prefill(&prompt).expect_err(name).name(), name);
+            assert_eq!(reference.prefill(&prompt).expect_err(name).name(), name);
+        }
+        assert_eq!(
+            prefilled.position(),
+            TOKENS.len() + 1,
+            "{arch:?}: nothing fed"
+        );
+        assert_eq!(reference.position(), 0, "{arch:?}: nothing fed");
+    }
+}
