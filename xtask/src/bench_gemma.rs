@@ -161,6 +161,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             fmt_fraction(of),
         );
     }
+    profile_table(&mut engines, &prompt)?;
     let ratios = match ratio {
         [Some(a), Some(b)] => format!(" ratio_1t={a:.2} ratio_2t={b:.2}"),
         _ => String::new(),
@@ -174,5 +175,65 @@ pub fn run(args: &[String]) -> Result<(), String> {
         label[0],
         label[1],
     );
+    Ok(())
+}
+
+/// Where a decode step's time goes: one more round per thread count with
+/// the engines' clocks on for its decode steps, per label µs a step and
+/// its share of `step`
+/// (whole steps; what the labels leave of it is the small operations
+/// between kernels). A label's time on two threads includes publishing
+/// its parts and waiting for the other thread's.
+fn profile_table(engines: &mut [Engine], prompt: &[u32]) -> Result<(), String> {
+    let mut profiles = Vec::new();
+    for e in engines.iter_mut() {
+        e.reset();
+        let mut logits = e.prefill(prompt).map_err(|e| e.to_string())?;
+        e.set_profiling(true);
+        for _ in 0..TOKENS {
+            logits = e.step(argmax(&logits)).map_err(|e| e.to_string())?;
+        }
+        profiles.push(e.profile());
+        e.set_profiling(false);
+    }
+    let step = |p: &[(&str, u64, std::time::Duration)]| {
+        p.iter()
+            .find(|e| e.0 == "step")
+            .map_or((1, 1e-12), |e| (e.1.max(1), e.2.as_secs_f64()))
+    };
+    println!();
+    println!("time per label, one round per thread count, µs per step (share of a step):");
+    println!("| label | calls | 1 thread | 2 threads |");
+    println!("|---|---|---|---|");
+    for (name, calls, _) in &profiles[0] {
+        let cell = |t: usize| {
+            let (steps, total) = step(&profiles[t]);
+            let d = profiles[t]
+                .iter()
+                .find(|e| e.0 == *name)
+                .map_or(0.0, |e| e.2.as_secs_f64());
+            format!(
+                "{:.1} ({:.1}%)",
+                d * 1e6 / steps as f64,
+                100.0 * d / total
+            )
+        };
+        println!("| {name} | {calls} | {} | {} |", cell(0), cell(1));
+    }
+    let rest = |t: usize| {
+        let (steps, total) = step(&profiles[t]);
+        let labelled: f64 = profiles[t]
+            .iter()
+            .filter(|e| e.0 != "step")
+            .map(|e| e.2.as_secs_f64())
+            .sum();
+        format!(
+            "{:.1} ({:.1}%)",
+            (total - labelled) * 1e6 / steps as f64,
+            100.0 * (total - labelled) / total
+        )
+    };
+    println!("| between kernels (Rust) | | {} | {} |", rest(0), rest(1));
+    println!();
     Ok(())
 }

@@ -23,6 +23,7 @@
 //! in f32.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use weft_attention::{AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_gguf::block::Format;
@@ -39,6 +40,9 @@ use crate::{EngineError, ModelError};
 
 /// The label of the activation quantiser's site.
 const QUANTIZE: &str = "blk.*.q8_0.quantize";
+
+/// The label of whole steps in a profile.
+const STEP: &str = "step";
 
 /// The label of the attention site.
 const ATTENTION: &str = "blk.*.attention";
@@ -82,8 +86,45 @@ struct Product {
     weights: Weights,
 }
 
+/// The label of the K-quants' Q8_K activation quantiser (Rust, not yet a
+/// site).
+const QUANTIZE_Q8_K: &str = "blk.*.q8_k.quantize (Rust)";
+
+/// Where a step's time goes, when asked ([`Engine::set_profiling`]): per
+/// label, in first-call order, its calls and time.
+#[derive(Default)]
+struct Clock {
+    on: bool,
+    spent: Vec<(&'static str, u64, Duration)>,
+}
+
+impl Clock {
+    /// Run `f`, charging its time to `label` when the clock is on.
+    fn time<T>(&mut self, label: &'static str, f: impl FnOnce() -> T) -> T {
+        if !self.on {
+            return f();
+        }
+        let t0 = Instant::now();
+        let out = f();
+        self.charge(label, t0.elapsed());
+        out
+    }
+
+    /// One call of `label` that took `d`.
+    fn charge(&mut self, label: &'static str, d: Duration) {
+        match self.spent.iter_mut().find(|e| e.0 == label) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += d;
+            }
+            None => self.spent.push((label, 1, d)),
+        }
+    }
+}
+
 /// The planned products.
 struct Planned {
+    clock: Clock,
     plan: CompiledPlan,
     exec: Executor,
     dim: usize,
@@ -121,15 +162,17 @@ impl Planned {
         Ok(out)
     }
 
-    fn run(&self, p: &Product, x: &[f32]) -> Result<Vec<f32>, EngineError> {
+    /// `W · x` for `p`, its activation quantised first; timed by `clock`.
+    fn run(&self, clock: &mut Clock, p: &Product, x: &[f32]) -> Result<Vec<f32>, EngineError> {
         match &p.weights {
             Weights::K(w) => {
                 let xf = weft_kquant::x_format(w.format()).unwrap_or(Format::Q8_K);
                 let act = match xf {
                     Format::Q8_0 => {
-                        Activations::from_bytes(self.q8_0(x)?, Format::Q8_0, x.len(), 1)
+                        let xq = clock.time(QUANTIZE, || self.q8_0(x))?;
+                        Activations::from_bytes(xq, Format::Q8_0, x.len(), 1)
                     }
-                    _ => quantize_activations(x, xf, x.len(), 1),
+                    _ => clock.time(QUANTIZE_Q8_K, || quantize_activations(x, xf, x.len(), 1)),
                 }
                 .map_err(refused(p.label))?;
                 let mut y = vec![0.0f32; w.rows()];
@@ -139,11 +182,11 @@ impl Planned {
                 let kernel = self.plan.kernel::<KMatvecArgs>(p.site)?;
                 // SAFETY: `args` was checked against the weights, `act` and
                 // `y`, all live until the call returns.
-                unsafe { kernel.run(&self.exec, &args) };
+                clock.time(p.label, || unsafe { kernel.run(&self.exec, &args) });
                 Ok(y)
             }
             Weights::Q8 { bytes, rows, cols } => {
-                let xq = self.q8_0(x)?;
+                let xq = clock.time(QUANTIZE, || self.q8_0(x))?;
                 let mut y = vec![0.0f32; *rows];
                 let args =
                     Q8MatvecArgs::from_slices(bytes, &xq, &mut y, (*rows, *cols, 1), 0..*rows)
@@ -151,7 +194,7 @@ impl Planned {
                 let kernel = self.plan.kernel::<Q8MatvecArgs>(p.site)?;
                 // SAFETY: `args` was checked against the weights, `xq` and
                 // `y`, all live until the call returns.
-                unsafe { kernel.run(&self.exec, &args) };
+                clock.time(p.label, || unsafe { kernel.run(&self.exec, &args) });
                 Ok(y)
             }
         }
@@ -208,7 +251,8 @@ impl Kernels for Planned {
         let kernel = self.plan.kernel::<AttentionArgs>(self.attention)?;
         // SAFETY: `args` was checked against `q`, the keys, the values and
         // `out`, all live until the call returns.
-        unsafe { kernel.run(&self.exec, &args) };
+        self.clock
+            .time(ATTENTION, || unsafe { kernel.run(&self.exec, &args) });
         Ok(out)
     }
 
@@ -217,7 +261,10 @@ impl Kernels for Planned {
             Mat::Head => &self.head,
             _ => &self.layers[layer][m.index()],
         };
-        self.run(p, x)
+        let mut clock = std::mem::take(&mut self.clock);
+        let y = self.run(&mut clock, p, x);
+        self.clock = clock;
+        y
     }
 }
 
@@ -390,6 +437,7 @@ impl Engine {
         Ok(Engine {
             norms,
             planned: Planned {
+                clock: Clock::default(),
                 plan,
                 exec: Executor::new(threads.max(1)),
                 dim: c.dim,
@@ -434,8 +482,37 @@ impl Engine {
         self.cache.reset();
     }
 
+    /// Time every kernel call and every step from now on (or stop), from
+    /// zero.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.planned.clock = Clock {
+            on,
+            spent: Vec::new(),
+        };
+    }
+
+    /// Per label, in first-call order: its calls and time since profiling
+    /// was turned on (empty when off). A product's time is its kernel
+    /// call's; its activation's quantisation is the quantiser's label;
+    /// `step` is whole steps, so what the others leave of it is the small
+    /// operations between kernels (norms, RoPE, the gated activation,
+    /// residuals) and their allocations.
+    pub fn profile(&self) -> Vec<(&'static str, u64, Duration)> {
+        self.planned.clock.spent.clone()
+    }
+
     /// Feed `token` at the next position; its logits.
     pub fn step(&mut self, token: u32) -> Result<Vec<f32>, EngineError> {
+        if self.planned.clock.on {
+            let t0 = Instant::now();
+            let out = self.step_untimed(token);
+            self.planned.clock.charge(STEP, t0.elapsed());
+            return out;
+        }
+        self.step_untimed(token)
+    }
+
+    fn step_untimed(&mut self, token: u32) -> Result<Vec<f32>, EngineError> {
         step(
             &self.config,
             &self.norms,
