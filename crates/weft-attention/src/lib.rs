@@ -94,8 +94,9 @@
 //! offer's geometry: `d`, `kv_f16`, plus `lq`, `lk`, `heads`, `kv_heads`,
 //! `causal` for pricing); everything else is read from the arguments at
 //! run time, so one body serves every `lk` of a decode loop. The contract
-//! admits `d` a multiple of 16 in `16..=256`; twins serve `d ≤ 128`
-//! ([`MAX_TWIN_D`]) and refuse more by name.
+//! admits `d` a multiple of 16 in `16..=256`; the x64 twins serve all of
+//! it ([`MAX_TWIN_D_X64`]: Gemma's heads are 256 wide), the arm64 twin
+//! `d ≤ 128` ([`MAX_TWIN_D_A64`]), refusing more by name.
 
 pub mod arm;
 pub mod chain;
@@ -130,8 +131,13 @@ pub const ROW_BLOCK: usize = 16;
 /// Largest head dimension the contract admits.
 pub const MAX_D: usize = 256;
 
-/// Largest head dimension the twins serve.
-pub const MAX_TWIN_D: usize = 128;
+/// Largest head dimension the x64 twins serve: every one the contract
+/// admits.
+pub const MAX_TWIN_D_X64: usize = MAX_D;
+
+/// Largest head dimension the arm64 twin serves (its q row and output
+/// chunks are NEON registers).
+pub const MAX_TWIN_D_A64: usize = 128;
 
 /// The bit patterns of the exp's constants (see the module docs).
 pub mod exp_consts {

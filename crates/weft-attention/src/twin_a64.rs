@@ -22,7 +22,7 @@
 use weft_a64::{mem, q, s, v, w, x, Arr, Assembler, Cond, EncodeError, Op, Operand, SP};
 use weft_kernel::{Feature, Isa, NativeCode, Offer, Refusal, Twin};
 
-use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D};
+use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D_A64};
 
 /// The NEON twin of the fused arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -66,10 +66,10 @@ type R = Result<(), EncodeError>;
 impl AttentionNeon {
     /// The body for head dimension `d` and `kv`.
     pub fn body(&self, d: usize, kv: KvType) -> Result<NativeCode, Refusal> {
-        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D {
+        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D_A64 {
             return Err(Refusal::UnsupportedGeometry {
                 reason: format!(
-                    "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D}, not {d}",
+                    "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D_A64}, not {d}",
                     self.name()
                 ),
             });
@@ -520,7 +520,7 @@ mod tests {
         for (d, kv) in [
             (16, KvType::F32),
             (80, KvType::F16),
-            (MAX_TWIN_D, KvType::F32),
+            (MAX_TWIN_D_A64, KvType::F32),
         ] {
             {
                 let code = AttentionNeon.body(d, kv).expect("emits");

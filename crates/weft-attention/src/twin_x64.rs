@@ -1,5 +1,5 @@
 //! x64 twins of `attention.fused`: the arm's offer, the body emitted
-//! through weft-x64 for one head dimension `d ≤ 128` and one K/V type.
+//! through weft-x64 for one head dimension `d ≤ 256` and one K/V type.
 //!
 //! # Tiles
 //!
@@ -84,7 +84,7 @@ use weft_x64::iced_x86::code_asm::{
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
-use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D};
+use super::{exp_consts, offsets, KvType, SiteShape, ARGS_NAME, FAMILY, MAX_TWIN_D_X64};
 
 /// Which instruction set a twin is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,10 +145,10 @@ impl AttentionX64 {
 
     /// The body for head dimension `d` and `kv`.
     pub fn body(&self, d: usize, kv: KvType) -> Result<weft_x64::Emitted, Refusal> {
-        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D {
+        if d == 0 || !d.is_multiple_of(16) || d > MAX_TWIN_D_X64 {
             return Err(Refusal::UnsupportedGeometry {
                 reason: format!(
-                    "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D}, not {d}",
+                    "{} serves head dimensions that are multiples of 16 up to {MAX_TWIN_D_X64}, not {d}",
                     self.name()
                 ),
             });
@@ -635,7 +635,8 @@ fn tiles(e: &mut Emitter, b: &Body) -> R {
     a.mov(rsi, rbx)?;
     a.shl(rsi, 5)?;
     a.lea(rsi, rsp + rsi + FR_PAIRS)?;
-    if b.tier == Tier::Avx512 {
+    if b.tier == Tier::Avx512 && b.d / 16 <= Q_REGS {
+        // (Two pairs' outputs are 2 · d/16 zmm: at most 16.)
         two_pairs_512(e, b, pair_loop)?;
     }
     let a = e.asm();
@@ -982,11 +983,18 @@ fn softmax_group_512(e: &mut Emitter, pairs: usize) -> R {
 }
 
 /// Most pairs the AVX-512 group step serves at head dimension `d` (their
-/// outputs, `pairs · d/16` zmm, live in zmm0–11 through a block), or
-/// `None` for AVX2.
+/// outputs, `pairs · d/16` zmm, live in zmm0–11 through a block, and a q
+/// row in zmm0–7 while the scores are made), or `None`: for AVX2, and for
+/// `d > 128`, which takes the pair path.
 fn group_pairs_512(b: &Body) -> Option<usize> {
-    (b.tier == Tier::Avx512).then(|| (12 / (b.d / 16)).clamp(1, GROUP_MAX_PAIRS))
+    (b.tier == Tier::Avx512 && b.d / 16 <= Q_REGS)
+        .then(|| (12 / (b.d / 16)).clamp(1, GROUP_MAX_PAIRS))
 }
+
+/// zmm registers a q row may hold while the scores are made (zmm0–7;
+/// the 16 score accumulators are zmm8–23). A wider row is taken in
+/// halves of this many chunks.
+const Q_REGS: usize = 8;
 
 /// Most pairs of the group step (a GQA group of SmolLM2 is 3).
 const GROUP_MAX_PAIRS: usize = 4;
@@ -1356,16 +1364,22 @@ fn qk_fold_512(e: &mut Emitter, b: &Body) -> R {
     let nq = b.d / 16;
     let acc = |s: usize| ZMM[8 + s];
     let a = e.asm();
-    let q = &ZMM[..nq];
-    for (m, z) in q.iter().enumerate() {
-        a.vmovups(*z, zmmword_ptr(rax + 64 * m as i32))?;
-    }
-    // Scores: accumulator s ← key key_of_slot_512(s).
-    for s in 0..16 {
-        a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key_of_slot_512(s) as i32))?;
-        a.vpxord(acc(s), acc(s), acc(s))?;
-        for (m, z) in q.iter().enumerate() {
-            a.vfmadd231ps(acc(s), *z, zmmword_ptr(r9 + 64 * m as i32))?;
+    // Scores: accumulator s ← key key_of_slot_512(s). A row of more than
+    // `Q_REGS` chunks goes in halves: every lane still sums its chunks in
+    // order, the first half's then the second's.
+    for first in (0..nq).step_by(Q_REGS) {
+        let chunks = first..(first + Q_REGS).min(nq);
+        for m in chunks.clone() {
+            a.vmovups(ZMM[m - first], zmmword_ptr(rax + 64 * m as i32))?;
+        }
+        for s in 0..16 {
+            a.mov(r9, qword_ptr(rsp + FR_KPTR + 8 * key_of_slot_512(s) as i32))?;
+            if first == 0 {
+                a.vpxord(acc(s), acc(s), acc(s))?;
+            }
+            for m in chunks.clone() {
+                a.vfmadd231ps(acc(s), ZMM[m - first], zmmword_ptr(r9 + 64 * m as i32))?;
+            }
         }
     }
     // Fold, level 1: lanes i + i+8 (256-bit halves of a and b side by side).
@@ -1446,8 +1460,13 @@ fn softmax_512(e: &mut Emitter) -> R {
 /// at `r11`; `p` in zmm8, `α` in zmm29.
 fn phase_b_512(e: &mut Emitter, b: &Body) -> R {
     let nq = b.d / 16;
-    let (s, alpha) = (ZMM[8], ZMM[29]);
+    let (mut s, alpha) = (ZMM[8], ZMM[29]);
     let a = e.asm();
+    if nq > 8 {
+        // The outputs take zmm0–15: `p` moves out of their way.
+        a.vmovaps(ZMM[28], s)?;
+        s = ZMM[28];
+    }
     // o = o·alpha, then one fma per present key.
     let o = |m: usize| ZMM[m];
     for m in 0..nq {
@@ -1685,13 +1704,13 @@ mod tests {
     #[test]
     fn both_tiers_emit_for_every_supported_d_and_refuse_the_rest() {
         for t in TWINS {
-            for d in (16..=MAX_TWIN_D).step_by(16) {
+            for d in (16..=MAX_TWIN_D_X64).step_by(16) {
                 for kv in [KvType::F32, KvType::F16] {
                     let body = t.body(d, kv).expect("emits");
                     assert!(!body.bytes.is_empty());
                 }
             }
-            for d in [0, 8, 40, 144, 256] {
+            for d in [0, 8, 40, 264, 512] {
                 let e = t.body(d, KvType::F32).unwrap_err();
                 assert_eq!(e.name(), "unsupported-geometry", "{d}");
             }
