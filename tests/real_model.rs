@@ -642,9 +642,9 @@ fn gemma3_reference_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
 }
 
 /// The same with the planned Gemma 3 engine: every product a plan's kernel
-/// on the weights' own bytes (Q5_0, Q4_K, Q6_K, Q8_0) and attention the
-/// `attention.fused` family's, on two threads. (Measured on 2026-12-07:
-/// all 72 steps agree.)
+/// on the weights' own bytes (Q5_0, Q4_K, Q6_K; Q8_0 packed into
+/// `q8_0.matmul`'s panels) and attention the `attention.fused` family's,
+/// on two threads. (Measured on 2026-12-07: all 72 steps agree.)
 #[test]
 #[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
 fn gemma3_engine_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
@@ -812,13 +812,13 @@ fn smollm2_q4_k_m_reference_follows_llama_cpp_greedy_decode_but_for_near_ties() 
 }
 
 /// The same with the planned engine: every product a plan's kernel on the
-/// weights' own bytes (`q5_0.matvec`, `q8_0.matvec`, `q4_k.matvec`,
-/// `q6_k.matvec`), attention the `attention.fused` family's, on two
+/// weights' own blocks (`q5_0.matvec`, `q4_k.matvec`, `q6_k.matvec`;
+/// `q8_0.matmul` on Q8_0 panels), attention the `attention.fused` family's, on two
 /// threads — llama.cpp's choice but for near ties. The kernels' contracts
 /// fold in other orders than the reference and llama.cpp (four strided
 /// lanes, a block pair at a time), so a near tie may fall either way.
-/// (2026-12-07: 58 of 60 agree; steps 10 and 18 of the third prompt, 0.28
-/// and 0.02 logits.)
+/// (2026-12-07: 58 of 60 agree; steps 10 and 18 of the third prompt, 0.42
+/// and 0.11 logits.)
 #[test]
 #[ignore = "needs the peer's Q4_K_M model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q4_k_m_engine_follows_llama_cpp_greedy_decode_but_for_near_ties() {

@@ -1,11 +1,13 @@
 //! [`Engine`]: the forward pass with its matrix products planned.
 //!
-//! Every matrix stays in its GGUF bytes — Q5_0, Q4_K, Q6_K or Q8_0, as the
+//! Every matrix stays in its GGUF format — Q5_0, Q4_K, Q6_K or Q8_0, as the
 //! file has it — and is multiplied by a kernel of one compiled plan: one
 //! site per distinct (family, rows, cols) among the model's matrices and
 //! its tied head (`q5_0.matvec`, `q4_k.matvec`, `q6_k.matvec` from
-//! weft-kquant; `q8_0.matvec`'s f32x4 arm, whose weights need no packing,
-//! for the Q8_0 ones), one `q8_0.quantize` site per width for the
+//! weft-kquant over the file's bytes; `q8_0.matmul` for the Q8_0 ones,
+//! packed into its 16-row panels when the engine is built — the tied
+//! embedding rows are read back from those panels, so the head is held
+//! once), one `q8_0.quantize` site per width for the
 //! activations the Q5_0 and Q8_0 products take, and one `attention.fused`
 //! site (binary16 keys and values; a sliding-window layer passes only its
 //! window's keys). The planner validates every twin against its arm and
@@ -31,8 +33,8 @@ use weft_gguf::Gguf;
 use weft_kernel::{Family, Site};
 use weft_kquant::{quantize_activations, Activations, KMatvecArgs, KWeights};
 use weft_plan::{Catalogue, CompiledPlan, Executor, Options, Planner};
+use weft_q8::matmul::{self, Q8MatmulArgs};
 use weft_q8::quantize::Q8QuantizeArgs;
-use weft_q8::Q8MatvecArgs;
 
 use super::ops::weft_gguf_format;
 use super::{prefill, step, Cache, Config, Kernels, Mat, Norms};
@@ -71,7 +73,8 @@ fn attention_shape(c: &Config, lk: usize, scale: f32) -> AttentionShape {
 enum Weights {
     /// Q4_K, Q6_K or Q5_0, through weft-kquant.
     K(KWeights),
-    /// Q8_0, through `q8_0.matvec`.
+    /// Q8_0, packed into `q8_0.matmul`'s 16-row panels when the engine
+    /// is built (its `q8_0.panel16` layout), through that family.
     Q8 {
         bytes: weft_arena::Bytes,
         rows: usize,
@@ -189,9 +192,9 @@ impl Planned {
                 let xq = clock.time(QUANTIZE, || self.q8_0(x))?;
                 let mut y = vec![0.0f32; *rows];
                 let args =
-                    Q8MatvecArgs::from_slices(bytes, &xq, &mut y, (*rows, *cols, 1), 0..*rows)
+                    Q8MatmulArgs::from_slices(bytes, &xq, &mut y, (*rows, *cols, 1), 0..*rows)
                         .map_err(refused(p.label))?;
-                let kernel = self.plan.kernel::<Q8MatvecArgs>(p.site)?;
+                let kernel = self.plan.kernel::<Q8MatmulArgs>(p.site)?;
                 // SAFETY: `args` was checked against the weights, `xq` and
                 // `y`, all live until the call returns.
                 clock.time(p.label, || unsafe { kernel.run(&self.exec, &args) });
@@ -204,16 +207,31 @@ impl Planned {
 impl Kernels for Planned {
     fn embed(&mut self, token: u32) -> Vec<f32> {
         // The tied head's row, in whatever format the file stores it.
-        let (bytes, format): (&[u8], Format) = match &self.head.weights {
-            Weights::Q8 { bytes, .. } => (bytes, Format::Q8_0),
-            Weights::K(w) => (w.bytes(), w.format()),
-        };
-        let row = self.dim / format.block_len() * format.block_bytes();
         let t = token as usize;
         let mut out = vec![0.0f32; self.dim];
-        // The row is whole blocks of a checked matrix, and `forward` checks
-        // the token against the vocabulary first.
-        let _ = format.dequantize(&bytes[t * row..(t + 1) * row], &mut out);
+        match &self.head.weights {
+            Weights::Q8 { bytes, cols, .. } => {
+                // Read back from the panels: `f32(dw) · q`, the bits
+                // dequantising the file's block gives.
+                let blocks = cols / Format::Q8_0.block_len();
+                let row = matmul::unpack_row(bytes, blocks, t);
+                for ((d, q), out) in row
+                    .iter()
+                    .zip(out.chunks_exact_mut(Format::Q8_0.block_len()))
+                {
+                    for (o, &q) in out.iter_mut().zip(q) {
+                        *o = f32::from(q) * d;
+                    }
+                }
+            }
+            Weights::K(w) => {
+                let format = w.format();
+                let row = self.dim / format.block_len() * format.block_bytes();
+                // The row is whole blocks of a checked matrix, and
+                // `advance` checks the token against the vocabulary first.
+                let _ = format.dequantize(&w.bytes()[t * row..(t + 1) * row], &mut out);
+            }
+        }
         out
     }
 
@@ -274,7 +292,7 @@ fn family(format: Format) -> Option<&'static str> {
         Format::Q4_K => weft_kquant::q4_k::FAMILY,
         Format::Q6_K => weft_kquant::q6_k::FAMILY,
         Format::Q5_0 => weft_kquant::q5_0::FAMILY,
-        Format::Q8_0 => weft_q8::FAMILY,
+        Format::Q8_0 => matmul::FAMILY,
         _ => return None,
     })
 }
@@ -285,11 +303,10 @@ fn catalogue() -> Result<Catalogue, weft_plan::PlanError> {
     c.register(weft_kquant::q4_k::entry())?;
     c.register(weft_kquant::q6_k::entry())?;
     c.register(weft_kquant::q5_0::entry())?;
-    // q8_0.matvec's first arm (f32x4) takes the weights as the file holds
-    // them; its second (rows2) would need them packed.
-    let mut q8 = weft_q8::entry();
-    q8.arms.truncate(1);
-    c.register(q8)?;
+    // Q8_0 weights go through `q8_0.matmul`'s panels: on a Zen 4 host
+    // (family 25) its panels streamed from DRAM at 34 GB/s where
+    // `q8_0.matvec` read canonical rows at 27 (docs/PERFORMANCE.md).
+    c.register(matmul::entry())?;
     c.register(weft_q8::quantize::entry())?;
     c.register(weft_attention::entry())?;
     Ok(c)
@@ -354,20 +371,48 @@ impl Engine {
                 })?;
             let fam = family(format).unwrap_or_default();
             let site = *site_of.entry((fam, rows, cols)).or_insert_with(|| {
-                let geometry = weft_q8::geometry(rows as u64, cols as u64, 1);
+                let geometry = match format {
+                    Format::Q8_0 => matmul::geometry(rows as u64, cols as u64, 1),
+                    _ => weft_q8::geometry(rows as u64, cols as u64, 1),
+                };
                 sites.push(Site::new(Family(fam), geometry).with_label(m.label()));
                 sites.len() - 1
             });
             found.push((m, t, format, rows, cols, site));
         }
         // One huge-page arena, in that order: each product streams from
-        // 2 MiB pages and runs on into the next one's bytes.
-        let capacity = found
+        // 2 MiB pages and runs on into the next one's bytes. Q8_0 matrices
+        // are packed into panels on the way in; the others are copied.
+        let mut lens = Vec::with_capacity(found.len());
+        for &(_, t, format, rows, cols, _) in &found {
+            lens.push(match format {
+                Format::Q8_0 => {
+                    let blocks = matmul::canonical_blocks(t.bytes(), rows, cols).map_err(|r| {
+                        ModelError::Shape {
+                            tensor: t.name().to_owned(),
+                            reason: r.to_string(),
+                        }
+                    })?;
+                    matmul::packed_len(rows, blocks)
+                }
+                _ => t.bytes().len(),
+            });
+        }
+        let capacity = lens
             .iter()
-            .map(|f| f.1.bytes().len().next_multiple_of(weft_arena::ALIGN))
+            .map(|len| len.next_multiple_of(weft_arena::ALIGN))
             .sum();
         let mut arena = weft_arena::ArenaBuilder::new(capacity);
-        let ranges: Vec<_> = found.iter().map(|f| arena.push(f.1.bytes())).collect();
+        let ranges: Vec<_> = found
+            .iter()
+            .zip(&lens)
+            .map(|(&(_, t, format, rows, cols, _), &len)| match format {
+                Format::Q8_0 => arena.push_with(len, |out| {
+                    matmul::pack_into(t.bytes(), rows, cols / Format::Q8_0.block_len(), out)
+                }),
+                _ => arena.push(t.bytes()),
+            })
+            .collect();
         let arena = arena.seal().map_err(|source| EngineError::Memory {
             what: "the model's weights",
             source,
@@ -466,12 +511,17 @@ impl Engine {
         self.cache.position()
     }
 
-    /// Weight bytes one token reads: every matrix once (the head's rows
-    /// too; the embedding's one row is not counted).
+    /// Weight bytes of the file one token reads: every matrix once (the
+    /// head's rows too; the embedding's one row is not counted). Q8_0
+    /// matrices count as the file stores them, 34 bytes a block, though
+    /// their panels hold 36 (an f32 scale): a yardstick over these bytes
+    /// does not credit the engine for reading more.
     pub fn streamed_bytes(&self) -> usize {
         let bytes = |p: &Product| match &p.weights {
             Weights::K(w) => w.bytes().len(),
-            Weights::Q8 { bytes, .. } => AsRef::<[u8]>::as_ref(bytes).len(),
+            Weights::Q8 { rows, cols, .. } => {
+                rows * cols / Format::Q8_0.block_len() * Format::Q8_0.block_bytes()
+            }
         };
         let layers: usize = self.planned.layers.iter().flatten().map(bytes).sum();
         layers + bytes(&self.planned.head)
