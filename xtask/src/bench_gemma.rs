@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use weft_gguf::Gguf;
-use weft_llm::mixed::Engine;
+use weft_llm::mixed::{greedy, Engine};
 use weft_plan::Executor;
 use weft_tokenizer::{Special, Tokenizer};
 
@@ -31,11 +31,6 @@ use crate::ceiling::{self, fmt_fraction, Ceiling, Read, ReadLoop};
 const TOKENS: usize = 64;
 /// Interleaved rounds.
 const ROUNDS: usize = 7;
-fn argmax(logits: &[f32]) -> u32 {
-    (0..logits.len())
-        .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
-        .unwrap_or(0) as u32
-}
 
 /// One round: reset, the prompt, then [`TOKENS`] timed steps; tokens/s.
 fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
@@ -43,7 +38,7 @@ fn round(e: &mut Engine, prompt: &[u32]) -> Result<f64, String> {
     let mut logits = e.prefill(prompt).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     for _ in 0..TOKENS {
-        logits = e.step(argmax(&logits)).map_err(|e| e.to_string())?;
+        logits = e.step(greedy(&logits)).map_err(|e| e.to_string())?;
     }
     Ok(TOKENS as f64 / t0.elapsed().as_secs_f64())
 }
@@ -191,7 +186,7 @@ fn profile_table(engines: &mut [Engine], prompt: &[u32]) -> Result<(), String> {
         let mut logits = e.prefill(prompt).map_err(|e| e.to_string())?;
         e.set_profiling(true);
         for _ in 0..TOKENS {
-            logits = e.step(argmax(&logits)).map_err(|e| e.to_string())?;
+            logits = e.step(greedy(&logits)).map_err(|e| e.to_string())?;
         }
         profiles.push(e.profile());
         e.set_profiling(false);
@@ -212,11 +207,7 @@ fn profile_table(engines: &mut [Engine], prompt: &[u32]) -> Result<(), String> {
                 .iter()
                 .find(|e| e.0 == *name)
                 .map_or(0.0, |e| e.2.as_secs_f64());
-            format!(
-                "{:.1} ({:.1}%)",
-                d * 1e6 / steps as f64,
-                100.0 * d / total
-            )
+            format!("{:.1} ({:.1}%)", d * 1e6 / steps as f64, 100.0 * d / total)
         };
         println!("| {name} | {calls} | {} | {} |", cell(0), cell(1));
     }

@@ -450,11 +450,7 @@ fn run_mixed(
         .into_iter()
         .flatten()
         .collect();
-    let argmax = |logits: &[f32]| {
-        (0..logits.len())
-            .max_by(|&x, &y| logits[x].total_cmp(&logits[y]).then(y.cmp(&x)))
-            .unwrap_or(0) as u32
-    };
+    let argmax = weft_llm::mixed::greedy;
     let t_prompt = Instant::now();
     // A token at a time; the head runs on the last alone.
     let mut logits = engine.prefill(&prompt).map_err(|e| e.to_string())?;

@@ -78,6 +78,23 @@ pub fn serves(g: &Gguf) -> bool {
             .any(|t| matches!(t.tensor_type(), Some(T::Q4_K | T::Q5_0 | T::Q6_K)))
 }
 
+/// The greedy choice among `logits`: the first index of the largest under
+/// IEEE total order (`f32::total_cmp`, so a positive NaN outranks +∞), 0
+/// for none. Two passes over keys that order as the floats do — a
+/// vectorisable maximum, then the first index holding it — where a
+/// comparator over 262,144 logits took about 2% of a Gemma 3 token.
+pub fn greedy(logits: &[f32]) -> u32 {
+    // total_cmp's key: the bits, with the magnitude flipped for negatives.
+    let key = |v: f32| {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    let Some(best) = logits.iter().map(|&v| key(v)).max() else {
+        return 0;
+    };
+    logits.iter().position(|&v| key(v) == best).unwrap_or(0) as u32
+}
+
 /// An architecture the mixed-format path runs (`general.architecture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -682,6 +699,36 @@ mod tests {
             ..c
         };
         assert!((0..18).all(|l| !llama.is_local(l)), "no Llama layer slides");
+    }
+
+    #[test]
+    fn greedy_is_the_first_largest_under_total_order() {
+        let naive = |l: &[f32]| {
+            (0..l.len())
+                .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+                .unwrap_or(0) as u32
+        };
+        let cases: [&[f32]; 8] = [
+            &[],
+            &[1.0],
+            &[0.5, 2.0, 2.0, -1.0],
+            &[-0.0, 0.0, -0.0],
+            &[-3.0, -1.0, -2.0],
+            &[f32::NEG_INFINITY, f32::MIN, -f32::MIN_POSITIVE],
+            &[1.0, f32::INFINITY, f32::NAN, 2.0],
+            &[-f32::NAN, f32::NEG_INFINITY, -1e-45],
+        ];
+        for c in cases {
+            assert_eq!(greedy(c), naive(c), "{c:?}");
+        }
+        // Many values, with ties at the top far apart.
+        let mut v: Vec<f32> = (0..262_144u32)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 8) as f32) * 1e-6 - 4.0)
+            .collect();
+        v[70_000] = 1e9;
+        v[200_000] = 1e9;
+        assert_eq!(greedy(&v), naive(&v));
+        assert_eq!(greedy(&v), 70_000);
     }
 
     #[test]
