@@ -5,13 +5,18 @@
 //! loaded as a shared library): every vector extension of the host open to
 //! LLVM, reductions written so LLVM can vectorise them, an argmax that
 //! vectorises both its max and its search. The peer is a speed yardstick
-//! only: its sums run in another order, so its bits may differ.
+//! only: its sums run in another order, so its bits may differ. Beside
+//! both, the arm's twin the host runs (the widest tier): for every op
+//! but the SiLU-gated product the body weft-loopnest's native lowering
+//! generates from the nest, for that one weft-elementwise's exp map; each
+//! is judged bit for bit against the arm by the family's own check before
+//! it is timed.
 //!
 //! The totals weight each op by its calls per decoded token in SmolLM2-135M
 //! ([`LAYERS`] layers: two RMSNorms, one RoPE, one SiLU-gated product and
 //! two residual adds per layer; a final RMSNorm; one embedding row and one
-//! argmax per token). Arm and peer run in alternating batches, the first
-//! of the pair alternating each round, and each reports its median.
+//! argmax per token). Arm, peer and twin run in interleaved batches, who
+//! goes first rotating each round, and each reports its median.
 //! `cargo xtask bench` always runs from a release build (see `main.rs`).
 
 use std::ffi::{c_void, CString};
@@ -20,10 +25,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use weft_kernel::{require_features, Host, Judged};
 use weft_loopnest::ops::embed::Table;
+use weft_loopnest::ops::offer_for;
 use weft_loopnest::{
-    Add, AddKernel, Argmax, ArgmaxKernel, EmbedKernel, EmbedQ8_0, RmsNorm, RmsNormKernel, Rope,
-    RopeKernel, RopeTable, SiluMul, SiluMulKernel,
+    family_entry, Add, AddKernel, Argmax, ArgmaxKernel, EmbedKernel, EmbedQ8_0, NestOp, Placed,
+    RmsNorm, RmsNormKernel, Rope, RopeKernel, RopeTable, SiluMul, SiluMulKernel,
 };
 
 /// Calls per timed batch.
@@ -131,34 +138,84 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Median nanoseconds per call of `a` (the arm) and `b` (the peer), timed
-/// in alternating batches; who goes first alternates each round.
-fn race(
-    mut a: impl FnMut() -> Result<(), String>,
-    mut b: impl FnMut(),
-) -> Result<(f64, f64), String> {
-    a()?;
-    b();
-    let (mut ta, mut tb) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+/// Median nanoseconds per call of each body, timed in interleaved
+/// batches; who goes first rotates each round.
+fn race(bodies: &mut [&mut dyn FnMut() -> Result<(), String>]) -> Result<Vec<f64>, String> {
+    let n = bodies.len();
+    for b in bodies.iter_mut() {
+        b()?;
+    }
+    let mut times = vec![Vec::with_capacity(ROUNDS); n];
     for round in 0..ROUNDS {
-        for side in [round % 2, 1 - round % 2] {
+        for k in 0..n {
+            let side = (round + k) % n;
             let t = Instant::now();
             for _ in 0..CALLS {
-                if side == 0 {
-                    a()?;
-                } else {
-                    b();
-                }
+                bodies[side]()?;
             }
-            let ns = t.elapsed().as_nanos() as f64 / CALLS as f64;
-            if side == 0 {
-                ta.push(ns);
-            } else {
-                tb.push(ns);
-            }
+            times[side].push(t.elapsed().as_nanos() as f64 / CALLS as f64);
         }
     }
-    Ok((median(ta), median(tb)))
+    Ok(times.into_iter().map(median).collect())
+}
+
+/// The host's widest twin of `op`'s arm, judged bit for bit against the
+/// arm by the family's own check and placed; `None` when the family has
+/// none the host runs.
+fn judged_twin<O: NestOp>(op: O) -> Result<Option<(&'static str, Placed<O>)>, String> {
+    let host = Host::detect();
+    let offer = offer_for(&op);
+    let entry = family_entry::<O>();
+    let arm = &entry.arms[0];
+    let arm_code = arm.arm.build(&offer, host.isa).map_err(err)?;
+    for t in &arm.twins {
+        if t.isa() != host.isa || require_features(&host, t.requires()).is_err() {
+            continue;
+        }
+        let code = t.emit(&offer).map_err(err)?;
+        let judged = |name, code| Judged { name, code };
+        arm.check
+            .check(
+                judged("arm", &arm_code),
+                judged(t.name(), &code),
+                &offer,
+                &host,
+                0x5eed,
+            )
+            .map_err(|r| format!("{}: {r}", t.name()))?;
+        // SAFETY: a twin body for this offer, accepted just above against
+        // the arm's body (which honours the leaf ABI for `O::Args`).
+        let k = unsafe { Placed::<O>::from_native(&code, op) }.map_err(err)?;
+        return Ok(Some((t.name(), k)));
+    }
+    Ok(None)
+}
+
+/// One row of the table: the op, its calls per token, arm and peer ns,
+/// and the twin's name and ns if it has one.
+type Row = (&'static str, usize, f64, f64, Option<(&'static str, f64)>);
+
+/// A body the race calls.
+type Body<'a> = Box<dyn FnMut() -> Result<(), String> + 'a>;
+
+/// The row of `name`: arm, peer and (if any) the named twin raced.
+fn timed(
+    name: &'static str,
+    per_token: usize,
+    arm: &mut dyn FnMut() -> Result<(), String>,
+    peer: &mut dyn FnMut() -> Result<(), String>,
+    twin: Option<(&'static str, Body<'_>)>,
+) -> Result<Row, String> {
+    match twin {
+        Some((twin_name, mut t)) => {
+            let ns = race(&mut [arm, peer, &mut *t])?;
+            Ok((name, per_token, ns[0], ns[1], Some((twin_name, ns[2]))))
+        }
+        None => {
+            let ns = race(&mut [arm, peer])?;
+            Ok((name, per_token, ns[0], ns[1], None))
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -177,17 +234,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
         other => return Err(format!("bench: unknown benchmark {other:?} (loopnest)")),
     }
     let peer = Peer::build()?;
-    // (op, calls per token, arm ns, peer ns)
-    let mut rows: Vec<(&str, usize, f64, f64)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
 
     // RMSNorm, one row of 576.
-    let k = RmsNormKernel::of_arm(RmsNorm::new(DIM, 1).map_err(err)?).map_err(err)?;
+    let op = RmsNorm::new(DIM, 1).map_err(err)?;
+    let k = RmsNormKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let (x, w) = (values(DIM, 1), values(DIM, 2));
-    let (mut y1, mut y2) = (vec![0f32; DIM], vec![0f32; DIM]);
-    let (a, b) = race(
-        || k.run(black_box(&x), &w, &mut y1, 1e-5).map_err(err),
+    let (mut y1, mut y2, mut y3) = (vec![0f32; DIM], vec![0f32; DIM], vec![0f32; DIM]);
+    let mut arm = || k.run(black_box(&x), &w, &mut y1, 1e-5).map_err(err);
+    let mut native = || {
         // SAFETY: x, w and y2 hold DIM floats each.
-        || unsafe {
+        unsafe {
             (peer.rmsnorm)(
                 black_box(x.as_ptr()),
                 w.as_ptr(),
@@ -195,66 +253,122 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 DIM,
                 1e-5,
             )
-        },
-    )?;
-    rows.push(("rmsnorm 576", 2 * LAYERS + 1, a, b));
+        };
+        Ok(())
+    };
+    rows.push(timed(
+        "rmsnorm 576",
+        2 * LAYERS + 1,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| t.run(black_box(&x), &w, &mut y3, 1e-5).map_err(err)) as Body<'_>,
+            )
+        }),
+    )?);
 
     // RoPE on Q (9×64) and K (3×64) at position 100.
     let table = RopeTable::new(100000.0, HEAD_DIM, 128).map_err(err)?;
-    let k = RopeKernel::of_arm(Rope::new(HEADS, KV_HEADS, HEAD_DIM, HEAD_DIM, 1).map_err(err)?)
-        .map_err(err)?;
+    let op = Rope::new(HEADS, KV_HEADS, HEAD_DIM, HEAD_DIM, 1).map_err(err)?;
+    let k = RopeKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let (mut q1, mut k1) = (values(HEADS * HEAD_DIM, 3), values(KV_HEADS * HEAD_DIM, 4));
     let (mut q2, mut k2) = (q1.clone(), k1.clone());
+    let (mut q3, mut k3) = (q1.clone(), k1.clone());
     let row = &table.as_slice()[100 * 2 * HEAD_DIM..][..2 * HEAD_DIM];
-    let (a, b) = race(
-        || k.run(black_box(&mut q1), &mut k1, &table, 100).map_err(err),
+    let mut arm = || k.run(black_box(&mut q1), &mut k1, &table, 100).map_err(err);
+    let mut native = || {
         // SAFETY: q2 and k2 hold HEADS and KV_HEADS heads of HEAD_DIM; `row`
         // holds 2 × HEAD_DIM floats.
-        || unsafe {
+        unsafe {
             (peer.rope)(black_box(q2.as_mut_ptr()), HEADS, HEAD_DIM, row.as_ptr());
             (peer.rope)(k2.as_mut_ptr(), KV_HEADS, HEAD_DIM, row.as_ptr());
-        },
-    )?;
-    rows.push(("rope 9+3 heads × 64", LAYERS, a, b));
+        }
+        Ok(())
+    };
+    rows.push(timed(
+        "rope 9+3 heads × 64",
+        LAYERS,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| t.run(black_box(&mut q3), &mut k3, &table, 100).map_err(err))
+                    as Body<'_>,
+            )
+        }),
+    )?);
 
     // SiLU-gated product over the FFN width.
-    let k = SiluMulKernel::of_arm(SiluMul::new(FFN).map_err(err)?).map_err(err)?;
+    let op = SiluMul::new(FFN).map_err(err)?;
+    let k = SiluMulKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let (g, u) = (values(FFN, 5), values(FFN, 6));
-    let (mut h1, mut h2) = (vec![0f32; FFN], vec![0f32; FFN]);
-    let (a, b) = race(
-        || k.run(black_box(&g), &u, &mut h1).map_err(err),
+    let (mut h1, mut h2, mut h3) = (vec![0f32; FFN], vec![0f32; FFN], vec![0f32; FFN]);
+    let mut arm = || k.run(black_box(&g), &u, &mut h1).map_err(err);
+    let mut native = || {
         // SAFETY: g, u and h2 hold FFN floats each.
-        || unsafe { (peer.silu_mul)(black_box(g.as_ptr()), u.as_ptr(), h2.as_mut_ptr(), FFN) },
-    )?;
-    rows.push(("silu_mul 1536", LAYERS, a, b));
+        unsafe { (peer.silu_mul)(black_box(g.as_ptr()), u.as_ptr(), h2.as_mut_ptr(), FFN) };
+        Ok(())
+    };
+    rows.push(timed(
+        "silu_mul 1536",
+        LAYERS,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| t.run(black_box(&g), &u, &mut h3).map_err(err)) as Body<'_>,
+            )
+        }),
+    )?);
 
     // Residual add.
-    let k = AddKernel::of_arm(Add::new(DIM).map_err(err)?).map_err(err)?;
+    let op = Add::new(DIM).map_err(err)?;
+    let k = AddKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let y = values(DIM, 7);
-    let (mut x1, mut x2) = (values(DIM, 8), values(DIM, 8));
-    let (a, b) = race(
-        || k.run(black_box(&mut x1), &y).map_err(err),
+    let (mut x1, mut x2, mut x3) = (values(DIM, 8), values(DIM, 8), values(DIM, 8));
+    let mut arm = || k.run(black_box(&mut x1), &y).map_err(err);
+    let mut native = || {
         // SAFETY: x2 and y hold DIM floats each.
-        || unsafe { (peer.add)(black_box(x2.as_mut_ptr()), y.as_ptr(), DIM) },
-    )?;
-    rows.push(("add 576", 2 * LAYERS, a, b));
+        unsafe { (peer.add)(black_box(x2.as_mut_ptr()), y.as_ptr(), DIM) };
+        Ok(())
+    };
+    rows.push(timed(
+        "add 576",
+        2 * LAYERS,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| t.run(black_box(&mut x3), &y).map_err(err)) as Body<'_>,
+            )
+        }),
+    )?);
 
     // One token's row from the Q8_0 embedding table.
     let op = EmbedQ8_0::new(VOCAB, DIM, 1).map_err(err)?;
     let k = EmbedKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let bytes: Vec<u8> = (0..VOCAB * op.row_bytes())
         .map(|i| if i % 34 == 1 { 0x1c } else { (i * 131) as u8 })
         .collect();
     let (mut e1, mut e2) = (vec![0f32; DIM], vec![0f32; DIM]);
     let ids = [12345u32];
-    let (a, b) = race(
-        || {
-            k.run(Table::Q8_0(&bytes), black_box(&ids), &mut e1)
-                .map_err(err)
-        },
+    let mut arm = || {
+        k.run(Table::Q8_0(&bytes), black_box(&ids), &mut e1)
+            .map_err(err)
+    };
+    let mut native = || {
         // SAFETY: `bytes` holds VOCAB rows of `row_bytes`, the id is below
         // VOCAB and e2 holds DIM floats.
-        || unsafe {
+        unsafe {
             (peer.embed_q8_0)(
                 bytes.as_ptr(),
                 op.row_bytes(),
@@ -262,12 +376,30 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 e2.as_mut_ptr(),
                 DIM,
             )
-        },
-    )?;
-    rows.push(("embed_q8_0 1 × 576", 1, a, b));
+        };
+        Ok(())
+    };
+    let mut e3 = vec![0f32; DIM];
+    rows.push(timed(
+        "embed_q8_0 1 × 576",
+        1,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| {
+                    t.run(Table::Q8_0(&bytes), black_box(&ids), &mut e3)
+                        .map_err(err)
+                }) as Body<'_>,
+            )
+        }),
+    )?);
 
     // Argmax over the vocabulary.
-    let k = ArgmaxKernel::of_arm(Argmax::new(VOCAB).map_err(err)?).map_err(err)?;
+    let op = Argmax::new(VOCAB).map_err(err)?;
+    let k = ArgmaxKernel::of_arm(op).map_err(err)?;
+    let twin = judged_twin(op)?;
     let logits = values(VOCAB, 9);
     let (arm_pick, peer_pick) = (
         k.run(&logits).map_err(err)? as usize,
@@ -279,28 +411,51 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "argmax: the arm picks {arm_pick}, the native peer {peer_pick}: the peer is wrong or the arm is"
         ));
     }
-    let (a, b) = race(
-        || k.run(black_box(&logits)).map(|_| ()).map_err(err),
-        || {
-            // SAFETY: `logits` holds VOCAB floats.
-            black_box(unsafe { (peer.argmax)(black_box(logits.as_ptr()), VOCAB) });
-        },
-    )?;
-    rows.push(("argmax 49152", 1, a, b));
+    let mut arm = || k.run(black_box(&logits)).map(|_| ()).map_err(err);
+    let mut native = || {
+        // SAFETY: `logits` holds VOCAB floats.
+        black_box(unsafe { (peer.argmax)(black_box(logits.as_ptr()), VOCAB) });
+        Ok(())
+    };
+    rows.push(timed(
+        "argmax 49152",
+        1,
+        &mut arm,
+        &mut native,
+        twin.as_ref().map(|(n, t)| {
+            (
+                *n,
+                Box::new(|| t.run(black_box(&logits)).map(|_| ()).map_err(err)) as Body<'_>,
+            )
+        }),
+    )?);
 
     println!(
-        "  {:<22} {:>6} {:>10} {:>12} {:>8}",
-        "op", "×/tok", "arm ns", "native ns", "ratio"
+        "  {:<22} {:>6} {:>10} {:>12} {:>8} {:>10} {:>8}  twin",
+        "op", "×/tok", "arm ns", "native ns", "ratio", "twin ns", "ratio"
     );
-    for (name, n, a, b) in &rows {
-        println!("  {name:<22} {n:>6} {a:>10.1} {b:>12.1} {:>8.2}", b / a);
+    for (name, n, a, b, t) in &rows {
+        let (tn, tns) = match t {
+            Some((tn, tns)) => (*tn, format!("{tns:>10.1} {:>8.2}", tns / a)),
+            None => ("—", format!("{:>10} {:>8}", "—", "—")),
+        };
+        println!(
+            "  {name:<22} {n:>6} {a:>10.1} {b:>12.1} {:>8.2} {tns}  {tn}",
+            b / a
+        );
     }
     let total_arm: f64 = rows.iter().map(|r| r.1 as f64 * r.2).sum();
     let total_peer: f64 = rows.iter().map(|r| r.1 as f64 * r.3).sum();
+    // Ops without a twin count at the arm's time.
+    let total_twin: f64 = rows
+        .iter()
+        .map(|r| r.1 as f64 * r.4.map_or(r.2, |(_, t)| t))
+        .sum();
     println!(
         "bench loopnest: arm_ns_per_token={total_arm:.0} native_rust_ns_per_token={total_peer:.0} \
-         speedup_vs_native_rust={:.2}",
-        total_peer / total_arm
+         speedup_vs_native_rust={:.2} twins_ns_per_token={total_twin:.0} twins_speedup_vs_arm={:.2}",
+        total_peer / total_arm,
+        total_arm / total_twin
     );
     Ok(())
 }

@@ -4,8 +4,11 @@
 //! add, the embedding gather and argmax as loop nests in a small IR
 //! ([`ir`]), run them in a scalar interpreter ([`interp`], the reference),
 //! lower them to CLIF ([`lower`]) and offer the compiled bodies as ordinary
-//! arms, one family each ([`entries`]). The SiLU-gated product also has
-//! native twins ([`ops::silu_mul::twins`]), validated against its arm.
+//! arms, one family each ([`entries`]); lower the same nests straight to
+//! x64 machine code ([`native_x64`]) and offer those bodies as the arms'
+//! twins ([`ops::native`]), validated against the arms. The SiLU-gated
+//! product's twins are weft-elementwise's exp maps
+//! ([`ops::silu_mul::twins`]).
 //!
 //! Invariants:
 //!
@@ -15,13 +18,19 @@
 //!   fold, no fused multiply-add. Tests hold each lowering to it on inputs
 //!   that hunt for differences, on both ISAs.
 //! - **The IR has no backend in it.** Loops, widths, granules, lanes and
-//!   affine indices are explicit and there are no Cranelift types, so a
-//!   native emitter can lower the same nest later.
-//! - **A twin is judged before it is chosen.** SiLU·mul's twins (x64
-//!   AVX-512 and AVX2, arm64 NEON) are weft-elementwise's exp-based map
-//!   bodies; its [`FamilyEntry`] judges them bit for bit against the arm
-//!   ([`ops::silu_mul::validation`]) and races them. The other families
-//!   have no twins yet: their entries refuse every twin as `no-checker`.
+//!   affine indices are explicit and there are no Cranelift types, so the
+//!   CLIF lowering and the native one read the same nest; the native one
+//!   may run more iterations a step (the IR's tile rule makes that exact)
+//!   but keeps every reduction's lanes and fold.
+//! - **A twin is judged before it is chosen.** RMSNorm, RoPE, the residual
+//!   add, both embedding gathers and argmax have generated AVX-512 and
+//!   AVX2 twins, each family's [`FamilyEntry`] judging them bit for bit
+//!   against the arm on its own cases (`ops::*::validation`); SiLU·mul's
+//!   twins (x64 AVX-512 and AVX2, arm64 NEON), since the native lowering
+//!   does not express exp, are weft-elementwise's exp-based map bodies,
+//!   judged by [`ops::silu_mul::validation`] and raced. A family without
+//!   twins would keep [`NoTwins`], which refuses every twin as
+//!   `no-checker`.
 //! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
 //!   relocations (exp reads its constants through an argument), no
 //!   allocation, no per-call setup beyond loading the arguments. Entry
@@ -36,6 +45,7 @@
 pub mod interp;
 pub mod ir;
 pub mod lower;
+pub mod native_x64;
 pub mod ops;
 pub mod portable;
 

@@ -7,12 +7,15 @@
 //! compare by class. `y` must not overlap `x`. Splits are along `len` with
 //! granule 16 (a cache line of f32).
 
+pub mod validation;
+
 use std::mem::offset_of;
 use std::ops::Range;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
-    ReductionOrder, Refusal,
+    ReductionOrder, Refusal, Twin, TwinCheck,
 };
 
 use super::{bad, check_range, dim, interpret, NestOp, Placed, MAX_EXTENT};
@@ -225,6 +228,14 @@ unsafe impl NestOp for Add {
             "start" => 0,
             _ => self.len as u64,
         }
+    }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        super::native::x64_twins::<Self>("loopnest.add.twin.avx512", "loopnest.add.twin.avx2")
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(validation::checker())
     }
 }
 

@@ -14,11 +14,14 @@
 //! halving fold. Output: one `u32`. The call does not split (`views:
 //! None`): a 49152-logit scan is a few microseconds.
 
+pub mod validation;
+
 use std::mem::offset_of;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
-    ReductionOrder, Refusal,
+    ReductionOrder, Refusal, Twin, TwinCheck,
 };
 
 use super::{bad, dim, interpret, NestOp, Placed, MAX_EXTENT};
@@ -228,6 +231,14 @@ unsafe impl NestOp for Argmax {
 
     fn index_at_geometry(&self, _name: &str) -> u64 {
         self.len as u64
+    }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        super::native::x64_twins::<Self>("loopnest.argmax.twin.avx512", "loopnest.argmax.twin.avx2")
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(validation::checker())
     }
 }
 

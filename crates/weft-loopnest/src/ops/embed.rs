@@ -19,12 +19,15 @@
 //! reads nothing for it. NaNs compare by class for Q8_0 (a NaN scale),
 //! by bits for F32. Splits are along `rows`, granule 1.
 
+pub mod validation;
+
 use std::mem::offset_of;
 use std::ops::Range;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
-    ReductionOrder, Refusal,
+    ReductionOrder, Refusal, Twin, TwinCheck,
 };
 
 use super::{bad, check_range, dim, dim_or, interpret, NestOp, Placed, MAX_EXTENT};
@@ -491,6 +494,28 @@ unsafe impl<const Q8: bool> NestOp for Embed<Q8> {
             "dim" => self.dim as u64,
             "row_start" => 0,
             _ => self.rows as u64,
+        }
+    }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        if Q8 {
+            super::native::x64_twins::<Self>(
+                "loopnest.embed_q8_0.twin.avx512",
+                "loopnest.embed_q8_0.twin.avx2",
+            )
+        } else {
+            super::native::x64_twins::<Self>(
+                "loopnest.embed_f32.twin.avx512",
+                "loopnest.embed_f32.twin.avx2",
+            )
+        }
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        if Q8 {
+            Arc::new(validation::checker_q8_0())
+        } else {
+            Arc::new(validation::checker_f32())
         }
     }
 }

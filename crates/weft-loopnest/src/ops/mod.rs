@@ -4,13 +4,17 @@
 //! (the geometry, checked), its nest (the IR, which *is* the reference
 //! through [`crate::interp`]), its `#[repr(C)]` argument struct with a
 //! checked constructor and [`weft_kernel::KernelArgs`], and a `run` on the
-//! placed kernel. What they share lives here: the [`NestOp`] trait, the
-//! generic arm [`NestArm`], the placed wrapper [`Placed`] and
-//! [`family_entry`].
+//! placed kernel; a family with generated twins also has a `validation`
+//! submodule (the cases that judge them). What they share lives here: the
+//! [`NestOp`] trait, the generic arm [`NestArm`], the placed wrapper
+//! [`Placed`] and [`family_entry`]; the generated twins ([`native`]) and
+//! the validations' inputs ([`cases`]).
 
 pub mod add;
 pub mod argmax;
+pub mod cases;
 pub mod embed;
+pub mod native;
 pub mod rmsnorm;
 pub mod rope;
 pub mod silu_mul;
@@ -69,7 +73,8 @@ pub unsafe trait NestOp: Clone + std::fmt::Debug + Send + Sync + 'static {
     fn index_at_geometry(&self, name: &str) -> u64;
 
     /// The twins that take the arm's offers, for every ISA (none by
-    /// default).
+    /// default; [`native::x64_twins`] for a nest the native lowering
+    /// expresses).
     fn twins() -> Vec<Arc<dyn Twin>> {
         Vec::new()
     }
@@ -80,8 +85,9 @@ pub unsafe trait NestOp: Clone + std::fmt::Debug + Send + Sync + 'static {
         Arc::new(NoTwins)
     }
 
-    /// How bodies run in the planner's micro-race (none by default: with
-    /// one arm and no twins there is nothing to race).
+    /// How bodies run in the planner's micro-race (none by default: the
+    /// planner then chooses by price alone, and prices too close to call
+    /// keep its tie rule's choice).
     fn bench() -> Option<Arc<dyn Workbench>> {
         None
     }

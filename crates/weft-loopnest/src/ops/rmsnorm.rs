@@ -19,12 +19,15 @@
 //! computes rows `row_start..row_end` and writes only their outputs; splits
 //! are along `rows`, granule 1.
 
+pub mod validation;
+
 use std::mem::offset_of;
 use std::ops::Range;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
-    ReductionOrder, Refusal,
+    ReductionOrder, Refusal, Twin, TwinCheck,
 };
 
 use super::{bad, check_range, dim, dim_or, interpret, NestOp, Placed, MAX_EXTENT};
@@ -366,6 +369,17 @@ unsafe impl NestOp for RmsNorm {
             "row_start" => 0,
             _ => self.rows as u64,
         }
+    }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        super::native::x64_twins::<Self>(
+            "loopnest.rmsnorm.twin.avx512",
+            "loopnest.rmsnorm.twin.avx2",
+        )
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(validation::checker())
     }
 }
 

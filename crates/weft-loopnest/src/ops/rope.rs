@@ -32,12 +32,15 @@
 //! The table is more accurate than llama.cpp's own (which steps θ in f32),
 //! so results differ from llama.cpp in the last bits, growing with `p`.
 
+pub mod validation;
+
 use std::mem::offset_of;
 use std::ops::Range;
+use std::sync::Arc;
 
 use weft_kernel::{
     Aliasing, ArithmeticContract, Contract, FmaUse, Geometry, KernelArgs, MemberViews, NanRule,
-    ReductionOrder, Refusal,
+    ReductionOrder, Refusal, Twin, TwinCheck,
 };
 
 use super::{bad, check_range, dim, dim_or, interpret, NestOp, Placed, MAX_EXTENT};
@@ -552,6 +555,14 @@ unsafe impl NestOp for Rope {
             "rope_dims" => self.rope_dims as u64,
             _ => self.rows as u64,
         }
+    }
+
+    fn twins() -> Vec<Arc<dyn Twin>> {
+        super::native::x64_twins::<Self>("loopnest.rope.twin.avx512", "loopnest.rope.twin.avx2")
+    }
+
+    fn twin_check() -> Arc<dyn TwinCheck> {
+        Arc::new(validation::checker())
     }
 }
 
