@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench_attention;
+mod bench_conv;
 mod bench_decode;
 mod bench_elementwise;
 mod bench_gemm;
@@ -130,6 +131,12 @@ enum Command {
 enum Bench {
     /// Fused attention twins, arm and unfused chain, next to an FMA loop and a streaming read of K and V.
     Attention,
+    /// GFLOP/s of f32 NHWC convolutions at ResNet-50 and MobileNetV2 shapes: the planner's pick, every twin, the arm and the FMA peak (--peer: onnxruntime too).
+    Conv {
+        /// onnxruntime in a virtual environment under target/ (pip-installed on first use).
+        #[arg(long)]
+        peer: bool,
+    },
     /// Tokens/s of greedy decoding of SmolLM2-135M through the plan, 1 and 2 threads; time per site.
     Decode(DecodeArgs),
     /// Elements/ns of the exp/erf arms, twins and glibc.
@@ -253,6 +260,7 @@ const COMMANDS: &[&str] = &[
     "check-encodings",
     "exhaustive",
     "bench attention",
+    "bench conv",
     "bench decode",
     "bench elementwise",
     "bench gemm",
@@ -327,6 +335,7 @@ impl Command {
                         value(&d.peer_model, "peer-model"),
                     ]),
                     Bench::Gemm { quick } => v.push(flag(*quick, "quick")),
+                    Bench::Conv { peer } => v.push(flag(*peer, "peer")),
                     Bench::Plan(p) => v.extend([
                         Some(format!("--sites={}", p.sites)),
                         Some(format!("--rounds={}", p.rounds)),
@@ -372,6 +381,7 @@ impl Bench {
     fn name(&self) -> &'static str {
         match self {
             Bench::Attention => "attention",
+            Bench::Conv { .. } => "conv",
             Bench::Decode(_) => "decode",
             Bench::Elementwise => "elementwise",
             Bench::Gemm { .. } => "gemm",
@@ -425,6 +435,7 @@ fn run(command: &Command) -> Result<(), String> {
         Command::Exhaustive { .. } => Err("exhaustive needs the `mpfr` feature".into()),
         Command::Bench { bench } => match bench {
             Bench::Attention => bench_attention::run(&args),
+            Bench::Conv { .. } => bench_conv::run(&args),
             Bench::Decode(_) => bench_decode::run(&args),
             Bench::Elementwise => bench_elementwise::run(&args),
             Bench::Gemm { .. } => bench_gemm::run(&args),
@@ -500,6 +511,8 @@ mod tests {
             "exhaustive erf",
             "exhaustive exp --start 0x3f800000 --count 1000",
             "bench attention",
+            "bench conv",
+            "bench conv --peer",
             "bench decode",
             "bench decode --offline",
             "bench decode --neighbour",

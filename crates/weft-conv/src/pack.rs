@@ -1,0 +1,221 @@
+//! The filter packed at plan time: the operand `w` of both arms and their
+//! twins, one 64-byte line (16 f32, one zmm, two ymm, four f32x4) per
+//! step a body takes.
+//!
+//! Both layouts start with the bias: `panels` lines, channel `co` at lane
+//! `co % 16` of line `co / 16` (`+0.0` where the site has no bias and past
+//! `cout`). Then:
+//!
+//! - [`DIRECT_LAYOUT`]: for panel `p` (output channels `16p .. 16p + 16`),
+//!   tap `(kh, kw)` and input channel `ci`, the line
+//!   `panels + ((p · k_h + kh) · k_w + kw) · cin + ci` holds
+//!   `w[16p + lane, kh, kw, ci]`, so a tile walks one panel's lines in
+//!   order as its `ci` loop runs;
+//! - [`DEPTHWISE_LAYOUT`]: for panel `p` of channels and tap `(kh, kw)`,
+//!   the line `panels + (p · k_h + kh) · k_w + kw` holds
+//!   `w[16p + lane, kh, kw, 0]`.
+//!
+//! Lanes past `cout` are `+0.0`, so a body may compute a ragged panel's
+//! whole line and store only the channels that exist. Storage is 64-byte
+//! aligned.
+
+use std::sync::Arc;
+
+use weft_kernel::{PackedOperand, Refusal};
+
+use crate::arm::ArmKind;
+use crate::{bad, ConvGeometry, PANEL};
+
+/// The direct arm's layout name, as offers and twins check it.
+pub const DIRECT_LAYOUT: &str = "conv.direct.bias+panels16";
+
+/// The depthwise arm's layout name.
+pub const DEPTHWISE_LAYOUT: &str = "conv.depthwise.bias+taps16";
+
+/// One line: 16 f32, cache-line aligned.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(64))]
+struct Line([f32; PANEL]);
+
+/// A filter and bias in one arm's layout (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedFilter {
+    kind: ArmKind,
+    lines: Vec<Line>,
+    cout: u64,
+    cin_g: u64,
+    k_h: u64,
+    k_w: u64,
+}
+
+impl PackedFilter {
+    /// Pack the OHWI filter `w` (`g.w_len()` elements) and the optional
+    /// `bias` (`cout`) for `kind`'s arm. Refused by name when the lengths
+    /// disagree with `g` or `g` is not a geometry the arm serves.
+    pub fn pack(
+        kind: ArmKind,
+        g: &ConvGeometry,
+        w: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Result<PackedFilter, Refusal> {
+        kind.serves(g)?;
+        let shape = g.check()?;
+        if w.len() != g.w_len() {
+            return Err(bad(
+                "w",
+                format!("{} elements, a {:?} filter has {}", w.len(), g, g.w_len()),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() as u64 != g.cout {
+                return Err(bad(
+                    "bias",
+                    format!("{} elements, cout = {}", b.len(), g.cout),
+                ));
+            }
+        }
+        let (panels, taps) = (shape.panels as usize, (g.k_h * g.k_w) as usize);
+        let cin_g = (g.cin / g.groups) as usize;
+        let per_panel = match kind {
+            ArmKind::Direct => taps * cin_g,
+            ArmKind::Depthwise => taps,
+        };
+        let mut lines = vec![Line([0.0; PANEL]); panels * (1 + per_panel)];
+        for co in 0..g.cout as usize {
+            let (p, lane) = (co / PANEL, co % PANEL);
+            lines[p].0[lane] = bias.map_or(0.0, |b| b[co]);
+            for t in 0..taps {
+                for ci in 0..cin_g {
+                    let line = panels + p * per_panel + t * cin_g + ci;
+                    lines[line].0[lane] = w[(co * taps + t) * cin_g + ci];
+                }
+            }
+        }
+        Ok(PackedFilter {
+            kind,
+            lines,
+            cout: g.cout,
+            cin_g: cin_g as u64,
+            k_h: g.k_h,
+            k_w: g.k_w,
+        })
+    }
+
+    /// The layout's name for `kind`.
+    pub fn layout(kind: ArmKind) -> &'static str {
+        match kind {
+            ArmKind::Direct => DIRECT_LAYOUT,
+            ArmKind::Depthwise => DEPTHWISE_LAYOUT,
+        }
+    }
+
+    /// Which arm's layout this is.
+    pub fn kind(&self) -> ArmKind {
+        self.kind
+    }
+
+    /// Whether this filter is packed for `g` (family, channels, kernel):
+    /// `bad-operand` otherwise.
+    pub fn fits(&self, g: &ConvGeometry) -> Result<(), Refusal> {
+        let want = (g.cout, g.cin / g.groups.max(1), g.k_h, g.k_w);
+        let have = (self.cout, self.cin_g, self.k_h, self.k_w);
+        if want != have || self.kind.serves(g).is_err() {
+            return Err(bad(
+                "w",
+                format!(
+                    "packed for {:?} (cout, cin/groups, k_h, k_w) = {have:?}, the geometry has {want:?}",
+                    self.kind
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bias of channel `co` as packed.
+    pub fn bias(&self, co: usize) -> f32 {
+        self.lines[co / PANEL].0[co % PANEL]
+    }
+
+    /// Weight `(co, kh, kw, ci)` as packed (`ci` within the group).
+    pub fn get(&self, co: usize, kh: usize, kw: usize, ci: usize) -> f32 {
+        let panels = (self.cout as usize).div_ceil(PANEL);
+        let (taps, cin_g) = ((self.k_h * self.k_w) as usize, self.cin_g as usize);
+        let t = kh * self.k_w as usize + kw;
+        let line = match self.kind {
+            ArmKind::Direct => panels + (co / PANEL) * taps * cin_g + t * cin_g + ci,
+            ArmKind::Depthwise => panels + (co / PANEL) * taps + t,
+        };
+        self.lines[line].0[co % PANEL]
+    }
+
+    /// The first element (what a body's `filt` points at).
+    pub fn as_ptr(&self) -> *const f32 {
+        self.lines.as_ptr().cast()
+    }
+
+    /// The packed bytes (little-endian f32).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.lines
+            .iter()
+            .flat_map(|l| l.0.iter().flat_map(|v| v.to_le_bytes()))
+            .collect()
+    }
+
+    /// As an offer's packed operand `w`.
+    pub fn operand(&self) -> PackedOperand {
+        PackedOperand {
+            name: "w",
+            layout: Self::layout(self.kind),
+            bytes: Arc::from(self.to_bytes()),
+        }
+    }
+
+    /// Back from a compiled site's packed operand `w` for `g` (copied into
+    /// aligned storage). A missing operand, another layout or another
+    /// length is `bad-operand`.
+    pub fn from_site(
+        op: Option<&PackedOperand>,
+        g: &ConvGeometry,
+    ) -> Result<PackedFilter, Refusal> {
+        let op = op.ok_or_else(|| bad("w", "the site packed no filter".to_owned()))?;
+        let kind = match op.layout {
+            DIRECT_LAYOUT => ArmKind::Direct,
+            DEPTHWISE_LAYOUT => ArmKind::Depthwise,
+            other => return Err(bad("w", format!("unknown layout {other}"))),
+        };
+        kind.serves(g)?;
+        let shape = g.check()?;
+        let taps = (g.k_h * g.k_w) as usize;
+        let cin_g = (g.cin / g.groups) as usize;
+        let per_panel = match kind {
+            ArmKind::Direct => taps * cin_g,
+            ArmKind::Depthwise => taps,
+        };
+        let want = shape.panels as usize * (1 + per_panel) * 64;
+        if op.bytes.len() != want {
+            return Err(bad(
+                "w",
+                format!("{} bytes, {g:?} packed is {want}", op.bytes.len()),
+            ));
+        }
+        let lines = op
+            .bytes
+            .chunks_exact(64)
+            .map(|c| {
+                let mut l = [0.0f32; PANEL];
+                for (slot, w) in l.iter_mut().zip(c.chunks_exact(4)) {
+                    *slot = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                }
+                Line(l)
+            })
+            .collect();
+        Ok(PackedFilter {
+            kind,
+            lines,
+            cout: g.cout,
+            cin_g: cin_g as u64,
+            k_h: g.k_h,
+            k_w: g.k_w,
+        })
+    }
+}

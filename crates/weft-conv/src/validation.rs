@@ -1,0 +1,323 @@
+//! The cases a twin of either family is judged on, and the micro-race
+//! bench.
+//!
+//! Bodies read every extent from their arguments, so cases need not share
+//! the offer's geometry; they sweep what breaks tiled convolution code:
+//!
+//! - channels 1, 3, 5, 17, 33 (and 48, 64: whole and ragged panels, groups
+//!   of panels) on both sides;
+//! - spatial extents 1, 7, 13 (rows and columns apart), 56 for a few;
+//!   batch 1 and 3;
+//! - kernels 1×1, 3×3, 5×5, 7×7 with stride 1 and 2, dilation 1 and 2,
+//!   padding 0 to 3 (borders with no interior column, and columns with
+//!   no tap at all);
+//! - every epilogue, with and without bias;
+//! - x and y starting 1–3 floats into their buffers; special values
+//!   (NaN, ±∞, ±0, subnormals, overflowing products) sown into x, the
+//!   filter and the bias;
+//! - row ranges (member views), empty ones included.
+//!
+//! The output is the whole y buffer, the floats before the start and the
+//! guard after the end included (y starts as NaN), so a store outside the
+//! rows computed, or a missed one, is a mismatch too.
+
+use std::ops::Range;
+
+use weft_kernel::{Bench, Kernel, Offer, PlacedCode, Refusal, Workbench};
+use weft_validate::{f32_special_values, Element, Outputs, SplitMix64, Validation, CANARY_F32};
+
+use crate::arm::ArmKind;
+use crate::{Activation, ConvArgs, ConvGeometry, PackedFilter, ARGS_NAME};
+
+/// One case: a geometry, its operands (x and y at offsets into their
+/// buffers), the filter as given (OHWI) and packed, and the rows computed.
+#[derive(Clone, Debug)]
+pub struct ConvCase {
+    /// The geometry (its `act` is the epilogue).
+    pub g: ConvGeometry,
+    /// x's buffer and where x starts in it.
+    pub x: (Vec<f32>, usize),
+    /// The filter, OHWI.
+    pub w: Vec<f32>,
+    /// The bias, if any.
+    pub bias: Option<Vec<f32>>,
+    /// The filter packed for the arm.
+    pub packed: PackedFilter,
+    /// y's initial buffer (NaN) and where y starts in it.
+    pub y: (Vec<f32>, usize),
+    /// The flattened output rows computed.
+    pub rows: Range<u64>,
+}
+
+impl ConvCase {
+    /// The arguments of this case over `y` (a copy of its y buffer).
+    pub fn args(&self, y: &mut [f32]) -> Result<ConvArgs, Refusal> {
+        ConvArgs::rows(
+            &self.g,
+            &self.x.0[self.x.1..],
+            &self.packed,
+            &mut y[self.y.1..],
+            self.rows.clone(),
+        )
+    }
+}
+
+struct Gen {
+    rng: SplitMix64,
+    specials: Vec<u32>,
+}
+
+impl Gen {
+    fn value(&mut self) -> f32 {
+        // Exact small multiples of 1/64 half the time (sums that cancel
+        // and tie), wide random values the other half.
+        if self.rng.next_u32() & 1 == 0 {
+            (self.rng.below(513) as f32 - 256.0) / 64.0
+        } else {
+            let u = self.rng.unit_f64() * 2.0 - 1.0;
+            (u * 8.0f64.powf(self.rng.unit_f64() * 4.0 - 2.0)) as f32
+        }
+    }
+
+    fn values(&mut self, len: usize, special: bool) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..len).map(|_| self.value()).collect();
+        if special && !v.is_empty() && !self.specials.is_empty() {
+            for _ in 0..(len / 64).clamp(1, 8) {
+                let at = self.rng.below(len as u64) as usize;
+                let s = self.specials[self.rng.below(self.specials.len() as u64) as usize];
+                v[at] = f32::from_bits(s);
+            }
+        }
+        v
+    }
+}
+
+/// Build one case of `g` (which `kind` must serve), offsets `off` into
+/// x's and y's buffers, rows `rows` (all when `None`).
+fn case(
+    gen: &mut Gen,
+    kind: ArmKind,
+    g: ConvGeometry,
+    off: usize,
+    bias: bool,
+    special: bool,
+    rows: Option<Range<u64>>,
+) -> Option<ConvCase> {
+    let s = g.check().ok()?;
+    let mut x = vec![0.0f32; off];
+    x.extend(gen.values(g.x_len(), special));
+    x.extend([1.0f32; 3]);
+    let w = gen.values(g.w_len(), special);
+    let bias = bias.then(|| gen.values(g.cout as usize, special));
+    let packed = PackedFilter::pack(kind, &g, &w, bias.as_deref()).ok()?;
+    let y = vec![f32::NAN; off + g.y_len(&s) + 3];
+    Some(ConvCase {
+        g,
+        x: (x, off),
+        w,
+        bias,
+        packed,
+        y: (y, off),
+        rows: rows.unwrap_or(0..g.batch * s.out_h),
+    })
+}
+
+/// A geometry with its own extents.
+#[allow(clippy::too_many_arguments)]
+fn geo(
+    batch: u64,
+    (in_h, in_w): (u64, u64),
+    (cin, cout): (u64, u64),
+    k: u64,
+    stride: u64,
+    pad: u64,
+    dil: u64,
+    act: Activation,
+) -> ConvGeometry {
+    ConvGeometry {
+        batch,
+        in_h,
+        in_w,
+        cin,
+        cout,
+        k_h: k,
+        k_w: k,
+        stride,
+        pad,
+        dil,
+        groups: 1,
+        act,
+    }
+}
+
+/// Channels swept on both sides.
+pub const CHANNELS: [u64; 5] = [1, 3, 5, 17, 33];
+
+/// The cases for `kind`'s family, deterministic in `seed`.
+pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
+    let mut gen = Gen {
+        rng: SplitMix64::new(seed),
+        specials: f32_special_values(),
+    };
+    let mut out = Vec::new();
+    let mut idx = 0usize;
+    let depthwise = kind == ArmKind::Depthwise;
+    // Shapes are given as direct ones; depthwise takes cin as its channels.
+    let mut push = |gen: &mut Gen, g: ConvGeometry, rows: Option<Range<u64>>| {
+        let act = Activation::ALL[idx % 3];
+        let g = if depthwise {
+            g.depthwise(g.cin).with_act(act)
+        } else {
+            g.with_act(act)
+        };
+        let special = idx % 4 == 3;
+        if let Some(c) = case(gen, kind, g, idx % 4, idx % 3 != 1, special, rows) {
+            out.push(c);
+        }
+        idx += 1;
+    };
+    let none = Activation::None;
+    // Channels, both sides (depthwise: each channel count once per row).
+    let couts: &[u64] = if depthwise {
+        &[1]
+    } else {
+        &[1, 3, 5, 17, 33, 48, 64]
+    };
+    for &cin in CHANNELS.iter().chain(&[48, 64]) {
+        for &cout in couts {
+            push(
+                &mut gen,
+                geo(1, (7, 6), (cin, cout), 3, 1, 1, 1, none),
+                None,
+            );
+        }
+    }
+    // Kernels × strides × dilations, two paddings each, spatial extents
+    // and channels cycling.
+    let spatial = [(7, 13), (13, 7), (1, 13), (13, 1), (7, 7), (13, 13)];
+    let chans = [(3, 5), (5, 17), (17, 33), (1, 3), (33, 17)];
+    let mut n = 0usize;
+    for k in [1u64, 3, 5, 7] {
+        for stride in [1u64, 2] {
+            for dil in [1u64, 2] {
+                for pad in [n as u64 % 2, k / 2 * dil + n as u64 % 2] {
+                    let (hw, ch) = (spatial[n % spatial.len()], chans[n % chans.len()]);
+                    push(&mut gen, geo(1, hw, ch, k, stride, pad, dil, none), None);
+                    n += 1;
+                }
+            }
+        }
+    }
+    // Padding past the kernel: whole border columns with no tap inside.
+    push(&mut gen, geo(1, (5, 5), (5, 17), 3, 1, 3, 1, none), None);
+    push(&mut gen, geo(1, (2, 3), (3, 5), 1, 1, 2, 1, none), None);
+    // Batch 3, all rows and member views (empty and single rows too).
+    for rows in [None, Some(4..11), Some(20..21), Some(0..1), Some(5..5)] {
+        push(&mut gen, geo(3, (7, 7), (5, 17), 3, 1, 1, 1, none), rows);
+    }
+    push(&mut gen, geo(3, (13, 7), (17, 33), 3, 2, 1, 1, none), None);
+    // A few large ones: the interior tiles' whole widths and leftovers.
+    push(&mut gen, geo(1, (56, 56), (17, 33), 3, 1, 1, 1, none), None);
+    push(&mut gen, geo(1, (56, 56), (3, 17), 7, 2, 3, 1, none), None);
+    push(&mut gen, geo(1, (14, 14), (33, 64), 3, 1, 2, 2, none), None);
+    push(&mut gen, geo(1, (30, 29), (64, 48), 5, 1, 2, 1, none), None);
+    out
+}
+
+/// Validation of a family's twins against its arm.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvValidation(pub ArmKind);
+
+// SAFETY: `Args` is the `#[repr(C)]` struct of contracts naming ARGS_NAME,
+// and `run` calls a kernel only with arguments built by `ConvArgs::rows`,
+// which checks every extent against buffers that outlive the call.
+unsafe impl Validation for ConvValidation {
+    type Args = ConvArgs;
+    type Case = ConvCase;
+
+    fn args_name(&self) -> &str {
+        ARGS_NAME
+    }
+
+    fn generator(&self) -> String {
+        format!("{} cases v1", self.0.family())
+    }
+
+    fn cases(&self, _offer: &Offer, seed: u64) -> Vec<ConvCase> {
+        cases(self.0, seed)
+    }
+
+    fn run(&self, kernel: &Kernel<ConvArgs>, case: &ConvCase) -> Result<Outputs, Refusal> {
+        let mut y = case.y.0.clone();
+        y.extend(std::iter::repeat_n(f32::from_bits(CANARY_F32), 16));
+        let args = case.args(&mut y)?;
+        // SAFETY: `ConvArgs::rows` checked the extents against `case` and
+        // `y`, which outlive the call.
+        unsafe { kernel.call(&args) };
+        let mut out = Outputs::from_f32(y);
+        out.element = Element::F32;
+        Ok(out)
+    }
+
+    fn describe_input(&self, case: &ConvCase, index: usize) -> String {
+        let g = &case.g;
+        let s = g.check().expect("cases are checked");
+        let e = index.wrapping_sub(case.y.1) as u64;
+        let (pix, co) = (e / g.cout, e % g.cout);
+        format!(
+            "{g:?} bias {} x at +{} rows {:?}: y[row {}, column {}, channel {co}]",
+            case.bias.is_some(),
+            case.x.1,
+            case.rows,
+            pix / s.out_w,
+            pix % s.out_w
+        )
+    }
+}
+
+/// Runs a body on random operands at its offer's geometry (the offer's
+/// own packed filter), for the planner's micro-race.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvBench(pub ArmKind);
+
+struct Prepared {
+    g: ConvGeometry,
+    x: Vec<f32>,
+    packed: PackedFilter,
+    y: Vec<f32>,
+}
+
+impl Workbench for ConvBench {
+    fn prepare(&self, offer: &Offer, seed: u64) -> Result<Box<dyn Bench>, Refusal> {
+        if offer.contract.args != ARGS_NAME {
+            return Err(Refusal::BadOperand {
+                operand: "args".to_owned(),
+                reason: format!(
+                    "the conv bench runs {ARGS_NAME}, not {}",
+                    offer.contract.args
+                ),
+            });
+        }
+        let (g, s) = ConvGeometry::from_geometry(&offer.contract.geometry)?;
+        let packed = PackedFilter::from_site(offer.packed.iter().find(|p| p.name == "w"), &g)?;
+        let mut gen = Gen {
+            rng: SplitMix64::new(seed),
+            specials: Vec::new(),
+        };
+        let x = gen.values(g.x_len(), false);
+        let y = vec![0.0f32; g.y_len(&s)];
+        Ok(Box::new(Prepared { g, x, packed, y }))
+    }
+}
+
+impl Bench for Prepared {
+    unsafe fn run(&mut self, code: &std::sync::Arc<PlacedCode>) -> Result<(), Refusal> {
+        // SAFETY: the caller promises `code` is a body built for a conv
+        // offer, which honours the leaf ABI for `ConvArgs`.
+        let kernel = unsafe { Kernel::<ConvArgs>::from_placed(code.clone(), 0)? };
+        let args = ConvArgs::new(&self.g, &self.x, &self.packed, &mut self.y)?;
+        // SAFETY: `new` checked the extents against buffers owned by `self`.
+        unsafe { kernel.call(&args) };
+        Ok(())
+    }
+}
