@@ -22,6 +22,10 @@
 //! - **the arm**, built by Cranelift, called directly, one thread;
 //! - **the FMA loop** of [`crate::peaks`] (one thread; two threads' peak
 //!   is taken as twice it);
+//! - **the unfused chain** (`Im2col`), for the shapes of one group: im2col,
+//!   the planner's `f32.gemm` with the filter packed at plan time, then
+//!   bias and ReLU; 1 and 2 threads (the GEMM's; im2col runs on the
+//!   caller);
 //! - with `--peer`, **onnxruntime** (module [`peer`]), 1 and 2 threads, in
 //!   its own process and rounds; its output must be within 1e-4 of
 //!   `Σ|x·w| + |bias|` of Weft's at every output, or it is left out.
@@ -40,14 +44,15 @@
 //! peak` is that over the FMA loop's rate × threads.
 //!
 //! The last line is the summary: `bench conv: vs_onnxruntime_1t=…
-//! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=absent
+//! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=…
 //! worst_vs_onnxruntime_1t=… worst_vs_onnxruntime_2t=…
 //! planner_vs_best_twin=… depthwise_gflops_1t=…` — onnxruntime's median
 //! over the planner's pick's, the geometric mean over the shapes at 1 and
 //! 2 threads (above 1: Weft is faster; `absent` without `--peer`); the
 //! geometric mean of the planner's pick's fraction of the FMA peak at the
-//! 3×3 stride-1 shapes (every one has ≥ 64 channels); `vs_im2col` is
-//! absent, there being no im2col + GEMM chain yet; the worst shape's
+//! 3×3 stride-1 shapes (every one has ≥ 64 channels); `vs_im2col`, the
+//! unfused chain's one-thread median over the pick's, geometric mean over
+//! the shapes a GEMM can compute (one group; see `Im2col`); the worst shape's
 //! ratio to onnxruntime; the planner's median over the best twin's (one
 //! thread, worst shape); and the smallest GFLOP/s at the depthwise shapes
 //! (9 flops per loaded float: far from the FMA peak by construction).
@@ -126,6 +131,8 @@ enum Kind {
     Peak,
     /// onnxruntime, in its own process (`--peer`).
     Peer,
+    /// im2col, then the planner's `f32.gemm`, then bias and ReLU.
+    Chain,
 }
 
 /// How a candidate runs.
@@ -133,6 +140,86 @@ enum Runner<'a> {
     Planner(&'a SiteKernel<ConvArgs>, &'a Executor),
     Body(Kernel<ConvArgs>),
     Peak(&'a Kernel<PeakArgs>),
+    Chain(&'a Im2col, &'a Executor),
+}
+
+/// The unfused chain a convolution replaces: the input unrolled into a
+/// `pixels × (k_h·k_w·cin)` matrix A (columns in the contract's tap order,
+/// kh, kw, ci; a tap outside the input a zero), `y = A · Wᵀ` by the
+/// planner's `f32.gemm` for a site whose B (the OHWI filter, `n × k`) is
+/// given at plan time, so it is packed then; then bias and ReLU in one
+/// pass. Rounds otherwise than the contract (the bias is added after the
+/// sum, padding taps are products with zero), so it is held to the same
+/// tolerance as onnxruntime. im2col runs on the calling thread.
+struct Im2col {
+    kernel: SiteKernel<weft_gemm::GemmArgs>,
+    ops: weft_gemm::SiteOperands,
+    bias: Vec<f32>,
+    a: std::cell::RefCell<Vec<f32>>,
+    /// `(pixels, k)`.
+    mk: (usize, usize),
+}
+
+impl Im2col {
+    /// A's rows of `x` for `g` (groups 1).
+    fn unroll(&self, g: &ConvGeometry, x: &[f32]) {
+        let s = g.check().expect("bench shapes are valid");
+        let mut a = self.a.borrow_mut();
+        let (cin, k) = (g.cin as usize, self.mk.1);
+        let (in_h, in_w) = (g.in_h as isize, g.in_w as isize);
+        let mut row = 0;
+        for b in 0..g.batch as usize {
+            for oh in 0..s.out_h as isize {
+                for ow in 0..s.out_w as isize {
+                    let dst = &mut a[row * k..(row + 1) * k];
+                    let mut at = 0;
+                    for kh in 0..g.k_h as isize {
+                        let ih = oh * g.stride as isize - g.pad as isize + kh * g.dil as isize;
+                        for kw in 0..g.k_w as isize {
+                            let iw = ow * g.stride as isize - g.pad as isize + kw * g.dil as isize;
+                            let out = &mut dst[at..at + cin];
+                            if (0..in_h).contains(&ih) && (0..in_w).contains(&iw) {
+                                let from = ((b as isize * in_h + ih) * in_w + iw) as usize * cin;
+                                out.copy_from_slice(&x[from..from + cin]);
+                            } else {
+                                out.fill(0.0);
+                            }
+                            at += cin;
+                        }
+                    }
+                    row += 1;
+                }
+            }
+        }
+    }
+
+    /// One call: unroll, multiply into `y`, then bias and ReLU.
+    fn run(
+        &self,
+        g: &ConvGeometry,
+        x: &[f32],
+        y: &mut [f32],
+        exec: &Executor,
+    ) -> Result<(), String> {
+        self.unroll(g, x);
+        let a = self.a.borrow();
+        let (m, k) = self.mk;
+        let n = g.cout as usize;
+        let args = self
+            .ops
+            .args(weft_gemm::MatRef::dense(&a, m, k), None, y, n, (1.0, 0.0))
+            .map_err(|e| e.to_string())?;
+        // SAFETY: `args` was checked against A, the packed filter and y,
+        // which live and are not otherwise touched until the call returns.
+        unsafe { self.kernel.run(exec, black_box(&args)) };
+        for row in y.chunks_exact_mut(n) {
+            for (v, b) in row.iter_mut().zip(&self.bias) {
+                let acc = *v + b;
+                *v = if 0.0 > acc { 0.0 } else { acc };
+            }
+        }
+        Ok(())
+    }
 }
 
 struct Candidate<'a> {
@@ -165,20 +252,33 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 
 /// `reps` calls of `c`; seconds per call.
 fn sample(c: &Candidate<'_>, x: &mut Operands, reps: usize) -> Result<f64, String> {
-    let args = ConvArgs::new(&x.g, &x.x, &x.filter, &mut x.y).map_err(|e| e.to_string())?;
     let t = Instant::now();
-    for _ in 0..reps {
-        match &c.runner {
-            // SAFETY: `args` was checked against x, the packed filter and
-            // y, which live and are not otherwise touched until the loop
-            // ends; the executor splits it into disjoint rows.
-            Runner::Planner(k, exec) => unsafe { k.run(exec, black_box(&args)) },
-            // SAFETY: as above.
-            Runner::Body(k) => unsafe { k.call(black_box(&args)) },
-            Runner::Peak(k) => {
-                let p = PeakArgs { iters: PEAK_ITERS };
+    match &c.runner {
+        Runner::Chain(chain, exec) => {
+            for _ in 0..reps {
+                chain.run(&x.g, &x.x, &mut x.y, exec)?;
+            }
+        }
+        Runner::Peak(k) => {
+            let p = PeakArgs { iters: PEAK_ITERS };
+            for _ in 0..reps {
                 // SAFETY: a peak body reads only `iters` and returns.
                 unsafe { k.call(black_box(&p)) }
+            }
+        }
+        conv => {
+            let args = ConvArgs::new(&x.g, &x.x, &x.filter, &mut x.y).map_err(|e| e.to_string())?;
+            for _ in 0..reps {
+                match conv {
+                    // SAFETY: `args` was checked against x, the packed
+                    // filter and y, which live and are not otherwise
+                    // touched until the loop ends; the executor splits it
+                    // into disjoint rows.
+                    Runner::Planner(k, exec) => unsafe { k.run(exec, black_box(&args)) },
+                    // SAFETY: as above.
+                    Runner::Body(k) => unsafe { k.call(black_box(&args)) },
+                    Runner::Peak(_) | Runner::Chain(..) => {}
+                }
             }
         }
     }
@@ -226,6 +326,8 @@ impl Measured {
 struct Bench {
     host: Host,
     planner: Planner,
+    /// A planner over `weft_gemm::entry()`, for the im2col chain.
+    gemm: Planner,
     one: Executor,
     two: Executor,
     peak: Option<(Kernel<PeakArgs>, f64)>,
@@ -336,11 +438,81 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         threads: 1,
         runner: Runner::Body(place(&arm_code)?),
     });
+    // The unfused chain, where a GEMM can compute the convolution (one
+    // group).
+    let chain = if g.groups == 1 {
+        let (m, n) = ((g.batch * s.out_h * s.out_w) as usize, g.cout as usize);
+        let k = g.w_len() / n;
+        let gsite = weft_gemm::site(m, n, k, weft_gemm::BLayout::Transposed, Some(&w));
+        let gplan = b
+            .gemm
+            .compile(std::slice::from_ref(&gsite))
+            .map_err(|e| e.to_string())?;
+        let gs = &gplan.sites()[0];
+        println!(
+            "  im2col + f32.gemm: the planner picked {} ({:?})",
+            gs.candidate, gs.rule
+        );
+        Some(Im2col {
+            kernel: gplan
+                .kernel::<weft_gemm::GemmArgs>(0)
+                .map_err(|e| format!("the GEMM plan's kernel: {e}"))?,
+            ops: weft_gemm::SiteOperands::new(gs.packed("b"), gs.views.as_ref(), k, n)
+                .map_err(|e| e.to_string())?,
+            bias: bias.clone(),
+            a: std::cell::RefCell::new(vec![0.0; m * k]),
+            mk: (m, k),
+        })
+    } else {
+        None
+    };
+    if let Some(c) = &chain {
+        for (threads, exec) in [(1, &b.one), (2, &b.two)] {
+            cands.push(Candidate {
+                name: "im2col + f32.gemm (planner's)".to_owned(),
+                kind: Kind::Chain,
+                threads,
+                runner: Runner::Chain(c, exec),
+            });
+        }
+    }
     // Correctness: the plan against the reference, everything else
     // against the plan, bit for bit.
     let mut want = vec![0.0f32; g.y_len(&s)];
     reference::conv2d(&g, &x.x, &w, Some(&bias), &mut want, 0..g.batch * s.out_h);
-    for c in cands.iter().filter(|c| c.kind != Kind::Peak) {
+    // Σ|x·w| + |bias| at every output: the tolerance of the candidates
+    // that round otherwise (the chain, onnxruntime).
+    let abs = |v: &[f32]| v.iter().map(|e| e.abs()).collect::<Vec<f32>>();
+    let mut mags = vec![0.0f32; g.y_len(&s)];
+    reference::conv2d(
+        &g.with_act(Activation::None),
+        &abs(&x.x),
+        &abs(&w),
+        Some(&abs(&bias)),
+        &mut mags,
+        0..g.batch * s.out_h,
+    );
+    let off = |got: &[f32]| {
+        (0..want.len()).find(|&i| {
+            let v = f64::from(got.get(i).copied().unwrap_or(f32::NAN));
+            let diff = (v - f64::from(want[i])).abs();
+            diff.is_nan() || diff > 1e-4 * f64::from(mags[i]) + f64::from(f32::MIN_POSITIVE)
+        })
+    };
+    for c in cands.iter().filter(|c| c.kind == Kind::Chain) {
+        x.y.fill(f32::NAN);
+        sample(c, &mut x, 1)?;
+        if let Some(i) = off(&x.y) {
+            return Err(format!(
+                "{} at {} thread(s) gives y[{i}] = {}, the reference {}",
+                c.name, c.threads, x.y[i], want[i]
+            ));
+        }
+    }
+    for c in cands
+        .iter()
+        .filter(|c| c.kind != Kind::Peak && c.kind != Kind::Chain)
+    {
         x.y.fill(f32::NAN);
         sample(c, &mut x, 1)?;
         if let Some(i) = (0..want.len()).find(|&i| x.y[i].to_bits() != want[i].to_bits()) {
@@ -377,22 +549,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         let (t1, t2, got) = peer::time(&g, (&x.x, &w, &bias), (ROUNDS, SAMPLE_SECS))?;
         // Within 1e-4 of Σ|x·w| + |bias| of Weft's at every output (it
         // sums in another order), or it is left out.
-        let abs = |v: &[f32]| v.iter().map(|e| e.abs()).collect::<Vec<f32>>();
-        let mut mags = vec![0.0f32; g.y_len(&s)];
-        reference::conv2d(
-            &g.with_act(Activation::None),
-            &abs(&x.x),
-            &abs(&w),
-            Some(&abs(&bias)),
-            &mut mags,
-            0..g.batch * s.out_h,
-        );
-        let bad = (0..want.len()).find(|&i| {
-            let peer = f64::from(got.get(i).copied().unwrap_or(f32::NAN));
-            let diff = (peer - f64::from(want[i])).abs();
-            diff.is_nan() || diff > 1e-4 * f64::from(mags[i]) + f64::from(f32::MIN_POSITIVE)
-        });
-        match bad {
+        match off(&got) {
             None => {
                 for (t, secs) in [(1, t1), (2, t2)] {
                     rows.push((format!("onnxruntime {version} (NCHW)"), Kind::Peer, t, secs));
@@ -479,8 +636,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         None
     };
+    let mut gemm = Catalogue::new();
+    gemm.register(weft_gemm::entry())
+        .map_err(|e| e.to_string())?;
     let mut bench = Bench {
-        planner: Planner::for_host(catalogue, host.clone(), options),
+        planner: Planner::for_host(catalogue, host.clone(), options.clone()),
+        gemm: Planner::for_host(gemm, host.clone(), options),
         host,
         one: Executor::new(1),
         two: Executor::new(2),
@@ -492,6 +653,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // 2 threads; the 3×3 stride-1 pick's fraction of the FMA peak.
     let mut vs_ort: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut peak_3x3 = Vec::new();
+    let mut vs_chain = Vec::new();
     let mut dw_gflops: Option<f64> = None;
     for (i, shape) in shapes().iter().enumerate() {
         let m = measure(&mut bench, shape, 0x2545_F491 + 17 * i as u64)?;
@@ -499,6 +661,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let best = m.best(Kind::Twin, 1).or(m.best(Kind::Arm, 1));
         if let (Some(p), Some(b)) = (pick, best) {
             worst_pick = Some(worst_pick.map_or(p / b, |w: f64| w.max(p / b)));
+        }
+        if let (Some(p), Some(c)) = (pick, m.best(Kind::Chain, 1)) {
+            vs_chain.push(c / p);
         }
         for (t, ratios) in vs_ort.iter_mut().enumerate() {
             let t = t as u64 + 1;
@@ -524,10 +689,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let worst = |v: &[f64]| v.iter().copied().reduce(f64::min);
     println!(
-        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col=absent worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={}",
+        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={}",
         opt(geomean(&vs_ort[0])),
         opt(geomean(&vs_ort[1])),
         fmt_fraction(geomean(&peak_3x3)),
+        opt(geomean(&vs_chain)),
         opt(worst(&vs_ort[0])),
         opt(worst(&vs_ort[1])),
         opt(worst_pick),
