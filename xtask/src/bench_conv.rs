@@ -5,7 +5,11 @@
 //!   7×7×512→512 (`conv.direct`);
 //! - depthwise 3×3: 112×112×32 stride 1, 56×56×144 stride 2
 //!   (`conv.depthwise`);
-//! - the 7×7 stride-2 stem, 224×224×3→64, pad 3 (`conv.direct`).
+//! - the 7×7 stride-2 stem, 224×224×3→64, pad 3 (`conv.direct`);
+//! - 1×1: 56×56×64→256, 28×28×512→128, 14×14×256→1024 (ResNet-50),
+//!   56×56×24→144, 112×112×32→16 (MobileNetV2); ResNet-50 v1.5's strided
+//!   3×3, 56×56×128→128 stride 2; depthwise 3×3 28×28×192 and 14×14×384
+//!   (MobileNetV2).
 //!
 //! All with a bias and ReLU fused, batch 1.
 //!
@@ -101,6 +105,38 @@ fn shapes() -> Vec<Shape> {
         what: "resnet stem 7x7 s2",
         g: ConvGeometry::square(1, 224, 3, 64, 7, 2, 3),
     });
+    // ResNet-50's bottleneck 1×1s and its strided 3×3 (v1.5), MobileNetV2's
+    // expansions, projections and deeper depthwise layers.
+    for (what, g) in [
+        ("resnet 1x1", ConvGeometry::square(1, 56, 64, 256, 1, 1, 0)),
+        ("resnet 1x1", ConvGeometry::square(1, 28, 512, 128, 1, 1, 0)),
+        (
+            "resnet 1x1",
+            ConvGeometry::square(1, 14, 256, 1024, 1, 1, 0),
+        ),
+        (
+            "resnet 3x3 s2",
+            ConvGeometry::square(1, 56, 128, 128, 3, 2, 1),
+        ),
+        (
+            "mobilenet 1x1",
+            ConvGeometry::square(1, 56, 24, 144, 1, 1, 0),
+        ),
+        (
+            "mobilenet 1x1",
+            ConvGeometry::square(1, 112, 32, 16, 1, 1, 0),
+        ),
+        (
+            "mobilenet dw s1",
+            ConvGeometry::square(1, 28, 1, 1, 3, 1, 1).depthwise(192),
+        ),
+        (
+            "mobilenet dw s1",
+            ConvGeometry::square(1, 14, 1, 1, 3, 1, 1).depthwise(384),
+        ),
+    ] {
+        v.push(Shape { what, g });
+    }
     for s in &mut v {
         s.g = s.g.with_act(Activation::Relu);
     }
