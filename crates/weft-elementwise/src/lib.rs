@@ -20,8 +20,10 @@
 //!
 //! # Family layout
 //!
-//! As every family crate: this file is the contract and [`twins_of`] (the
-//! twins that stand beside each arm); [`arm`] is the Cranelift body,
+//! As every family crate: this file is the contract, [`twins_of`] (the
+//! twins that stand beside each arm) and [`entry`] (the family as a
+//! planner registers it); [`validation`] judges twins against the arm;
+//! [`arm`] is the Cranelift body,
 //! [`twin_x64`] and [`twin_a64`] the bodies Weft emits itself; the scalar
 //! definition ([`reference`](mod@reference)) and the constants ([`table`])
 //! are `weft-libm`'s, re-exported here.
@@ -45,6 +47,29 @@ mod record;
 pub mod twin_x64;
 // Twins, added by their authors:
 pub mod twin_a64;
+pub mod validation;
+
+/// `func`'s family (`elementwise.exp`, `elementwise.erf`) as a planner
+/// registers it: the arm, every twin of every ISA ([`twins_of`]; the
+/// planner keeps what the host runs) and the check that judges them bit
+/// for bit against the arm ([`validation::checker`]). No race bench: the
+/// bodies are priced by weft-cost from their bytes, and prices too close
+/// to call keep the tie rule's choice.
+pub fn entry(func: Func) -> weft_kernel::FamilyEntry {
+    use std::sync::Arc;
+    let arm = arm::ElementwiseArm::new(func);
+    let family = weft_kernel::Arm::family(&arm);
+    let twins = twins_of(func).into_iter().map(Arc::from).collect();
+    weft_kernel::FamilyEntry {
+        family,
+        arms: vec![weft_kernel::ArmEntry::new(
+            Arc::new(arm),
+            twins,
+            Arc::new(validation::checker(func)),
+            None,
+        )],
+    }
+}
 
 /// Every twin of `func`'s arm, for every ISA: x64 (widest tier first), then
 /// arm64. The arm is [`arm::ElementwiseArm`] of the same `func`; this list

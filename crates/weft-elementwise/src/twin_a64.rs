@@ -598,10 +598,9 @@ mod tests {
     #[cfg(target_arch = "aarch64")]
     mod on_aarch64 {
         use super::super::super::arm::{ElementwiseArm, ElementwiseKernel};
-        use super::super::super::{reference, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
+        use super::super::super::{reference, Func};
         use super::A64Twin;
         use weft_kernel::{Arm, Geometry, Host, Site};
-        use weft_validate::{UnaryF32, UnaryF32Inputs};
 
         fn same(a: f32, b: f32) -> bool {
             (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
@@ -615,40 +614,7 @@ mod tests {
             unsafe { ElementwiseKernel::from_native(&code) }.expect("places")
         }
 
-        /// The three f32 inputs whose fast-path rounding test fails (found
-        /// by scanning every f32 of magnitude 2^-31..104 with the reference).
-        const EXP_SLOW_INPUTS: [u32; 3] = [0xbae0_e25c, 0xbbf0_edf1, 0xc169_12cd];
-
-        /// The validation inputs: weft-validate's 21 specials (±0, ±inf,
-        /// quiet and signalling NaNs with payloads, subnormal and normal
-        /// extremes, ±max, ±1), 3 ulps either side of each boundary (for exp
-        /// the boundaries include the slow-path inputs), 256 subnormals, 4096
-        /// random bit patterns and 4096 uniform samples in each of two
-        /// ranges: 12,635 values for exp and 12,600 for erf at seeds below.
-        /// The whole pool runs at start offsets 0..=3 elements, then every
-        /// length 0..=16 at each offset: 72 cases, about 53,000 output words
-        /// (guards included) per function.
-        fn inputs(f: Func) -> UnaryF32Inputs {
-            match f {
-                Func::Exp => UnaryF32Inputs::new(8)
-                    .with_boundaries(&[
-                        88.722_83,
-                        -87.336_54,
-                        -103.972_08,
-                        -149.0,
-                        -150.0,
-                        100.0,
-                        0.0,
-                    ])
-                    .with_boundaries(&EXP_SLOW_INPUTS.map(f32::from_bits))
-                    .with_range(-104.0, 89.0)
-                    .with_range(-1.0, 1.0),
-                Func::Erf => UnaryF32Inputs::new(8)
-                    .with_boundaries(&[0.4375, 3.919_205_7, 0.0625, 1.0, 2.0])
-                    .with_range(-4.0, 4.0)
-                    .with_range(-0.5, 0.5),
-            }
-        }
+        const EXP_SLOW_INPUTS: [u32; 3] = super::super::super::validation::EXP_SLOW_INPUTS;
 
         fn validate_against_arm(f: Func, seed: u64) {
             let host = Host::detect();
@@ -656,19 +622,9 @@ mod tests {
             let site = Site::new(arm.family(), Geometry::new().with("len", 1024));
             let offer = arm.offer(&site, &host).expect("offer");
             let arm_code = arm.build(&offer, host.isa).expect("arm builds");
-            // SAFETY: ElementwiseArgs is the struct the elementwise contract
-            // names, and the closure describes exactly the `len` elements
-            // behind each pointer (plus the static table).
-            let v = unsafe {
-                UnaryF32::new("ElementwiseArgs", inputs(f), |input, output, len| {
-                    ElementwiseArgs {
-                        input,
-                        output,
-                        len,
-                        table: ELEMENTWISE_TABLE.as_ptr(),
-                    }
-                })
-            };
+            // The family's own check (the planner's), at the NEON body's
+            // eight lanes.
+            let v = super::super::super::validation::validation(f, 8);
             let pool = v.inputs().values(seed).len();
             let outcome = weft_validate::testing::judge_twin(
                 &A64Twin::new(f),

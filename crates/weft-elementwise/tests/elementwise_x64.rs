@@ -8,10 +8,10 @@
 use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
 use weft_elementwise::reference::{self, Path};
 use weft_elementwise::twin_x64::{x64_twins, Tier, TwinFunc, X64Twin};
-use weft_elementwise::{table, ElementwiseArgs, Func, ELEMENTWISE_TABLE};
+use weft_elementwise::{ElementwiseArgs, Func};
 use weft_kernel::{require_features, Arm, Geometry, Host, Isa, Site, Twin};
 use weft_validate::testing::judge_twin;
-use weft_validate::{Outcome, UnaryF32, UnaryF32Inputs, Validation};
+use weft_validate::{Outcome, Validation};
 use weft_x64::Abi;
 
 const TWINS: [X64Twin; 4] = [
@@ -33,10 +33,9 @@ const TWINS: [X64Twin; 4] = [
     },
 ];
 
-/// Inputs where exp's binary64 fast path fails the rounding test (found by
-/// scanning with the reference; each is checked below to still take the
-/// slow path).
-const EXP_SLOW_INPUTS: [u32; 3] = [0xbae0_e25c, 0xbbf0_edf1, 0xc169_12cd];
+/// Inputs where exp's binary64 fast path fails the rounding test (each is
+/// checked below to still take the slow path).
+const EXP_SLOW_INPUTS: [u32; 3] = weft_elementwise::validation::EXP_SLOW_INPUTS;
 
 fn func(t: X64Twin) -> Func {
     match t.func {
@@ -60,77 +59,9 @@ fn runnable(twin: &X64Twin, host: &Host) -> bool {
     }
 }
 
-fn inputs(t: X64Twin) -> UnaryF32Inputs {
-    let lanes = t.per_iteration();
-    match t.func {
-        TwinFunc::Exp => {
-            let mut b: Vec<f32> = vec![
-                -150.0,
-                100.0,
-                88.72284,
-                f32::from_bits(0x42b1_7218), // expf overflow threshold
-                f32::from_bits(0x42b1_7217),
-                89.0,
-                -87.33654,
-                -103.972_08,
-                -103.278_93,
-                -104.0,
-                -0.0,
-                0.0,
-                1.0,
-                -1.0,
-                0.5,
-                1e-8,
-                -1e-8,
-            ];
-            // Range-reduction boundaries: multiples of ln2/64.
-            for k in -8..=8 {
-                b.push(k as f32 * (std::f32::consts::LN_2 / 64.0));
-            }
-            b.extend(EXP_SLOW_INPUTS.iter().map(|&u| f32::from_bits(u)));
-            UnaryF32Inputs::new(lanes)
-                .with_boundaries(&b)
-                .with_range(-104.0, 89.0)
-                .with_range(-1.0, 1.0)
-                .with_range(-0.01, 0.01)
-        }
-        TwinFunc::Erf => {
-            let mut b: Vec<f32> = vec![
-                table::ERF_Z_SMALL as f32,
-                -(table::ERF_Z_SMALL as f32),
-                table::ERF_Z_MAX as f32,
-                -(table::ERF_Z_MAX as f32),
-                1e-20,
-                -1e-20,
-                4.0,
-                -4.0,
-            ];
-            for i in 7..=63 {
-                b.push(i as f32 / 16.0);
-                b.push(-(i as f32) / 16.0);
-            }
-            UnaryF32Inputs::new(lanes)
-                .with_boundaries(&b)
-                .with_range(-4.0, 4.0)
-                .with_range(-0.5, 0.5)
-        }
-    }
-}
-
+/// The family's own validation (the planner's check) at `t`'s width.
 fn validation(t: X64Twin) -> impl Validation<Args = ElementwiseArgs> {
-    // SAFETY: `ElementwiseArgs` is the contracts' `ElementwiseArgs`; the
-    // closure describes exactly the `len` elements behind each pointer and
-    // the static table.
-    unsafe {
-        UnaryF32::new("ElementwiseArgs", inputs(t), |input, output, len| {
-            ElementwiseArgs {
-                input,
-                output,
-                len,
-                table: ELEMENTWISE_TABLE.as_ptr(),
-            }
-        })
-    }
+    weft_elementwise::validation::validation(func(t), t.per_iteration())
 }
 
 fn check_against_arm(t: X64Twin) {
