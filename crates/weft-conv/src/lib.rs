@@ -73,7 +73,9 @@
 //! Twins take an arm's offer and replace its body: AVX-512 and AVX2 + FMA
 //! bodies of each arm ([`twin_x64`]) and NEON ones ([`twin_a64`]), over
 //! the same packed layout, with wider register tiles (up to 12 pixels ×
-//! 32 channels). Threads split the flattened output rows (member view
+//! 32 channels; at short rows, AVX-512 direct tiles of 7 pixels spanning
+//! rows × 48 channels, each pixel's taps outside the input masked out of
+//! its FMAs). Threads split the flattened output rows (member view
 //! `rows`, granule 1); every output is the same sequence of operations in
 //! any split.
 //!

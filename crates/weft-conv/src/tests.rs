@@ -562,6 +562,79 @@ fn every_avx2_twin_matches_its_arm_bit_for_bit() {
     judge_all(twin_x64::Tier::Avx2);
 }
 
+/// The AVX-512 direct twin takes its flattened tiles exactly when the
+/// interior is narrower than one 12-pixel tile: at ResNet's 7 × 7 stage
+/// and short rows, not at 56, 28, 14 or the stem; and there, over batches
+/// of short rows, borders and dilations, every remainder of panels and
+/// member views starting mid-image, it gives the reference's bits.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[cfg_attr(
+    not(weft_host_has = "avx512f"),
+    ignore = "needs an AVX-512F host to run the AVX-512 twins"
+)]
+fn the_flattened_tiles_meet_the_reference_on_short_rows() {
+    use weft_kernel::Twin;
+    let shape = |g: ConvGeometry| g.check().unwrap();
+    for (size, c) in [(56, 64), (28, 128), (14, 256)] {
+        assert!(!twin_x64::flat(&shape(ConvGeometry::square(
+            1, size, c, c, 3, 1, 1
+        ))));
+    }
+    assert!(!twin_x64::flat(&shape(ConvGeometry::square(
+        1, 224, 3, 64, 7, 2, 3
+    ))));
+    assert!(twin_x64::flat(&shape(ConvGeometry::square(
+        1, 7, 512, 512, 3, 1, 1
+    ))));
+    let geos = [
+        (ConvGeometry::square(1, 7, 64, 80, 3, 1, 1), None),
+        (ConvGeometry::square(3, 7, 33, 113, 3, 1, 1), Some(2..17)),
+        (
+            ConvGeometry {
+                in_h: 5,
+                in_w: 9,
+                ..ConvGeometry::square(2, 5, 17, 40, 5, 1, 2)
+            },
+            None,
+        ),
+        (
+            ConvGeometry {
+                dil: 2,
+                ..ConvGeometry::square(1, 7, 48, 96, 3, 1, 2)
+            },
+            Some(1..6),
+        ),
+        (ConvGeometry::square(2, 13, 20, 64, 3, 2, 1), None),
+        (ConvGeometry::square(1, 4, 9, 33, 5, 1, 3), None),
+    ];
+    for (i, (g, rows)) in geos.into_iter().enumerate() {
+        let g = g.with_act(Activation::ALL[i % 3]);
+        let s = shape(g);
+        assert!(twin_x64::flat(&s), "{g:?}");
+        let site = site_for(ArmKind::Direct, &g);
+        let (offer, _) = arm_kernel(ArmKind::Direct, &site);
+        let code = twin_x64::ConvX64::new(ArmKind::Direct, twin_x64::Tier::Avx512)
+            .emit(&offer)
+            .unwrap();
+        // SAFETY: the twin's body honours the leaf ABI for ConvArgs.
+        let kernel: Kernel<ConvArgs> = unsafe { Kernel::from_native(&code) }.unwrap();
+        let f = PackedFilter::from_site(offer.packed.first(), &g).unwrap();
+        let (w, bias) = (values(g.w_len(), 3), values(g.cout as usize, 4));
+        let x = values(g.x_len(), 40 + i as u64);
+        let rows = rows.unwrap_or(0..g.batch * s.out_h);
+        let mut want = vec![f32::NAN; g.y_len(&s)];
+        reference::conv2d(&g, &x, &w, Some(&bias), &mut want, rows.clone());
+        let mut y = vec![f32::NAN; g.y_len(&s)];
+        let args = ConvArgs::rows(&g, &x, &f, &mut y, rows).unwrap();
+        // SAFETY: checked by ConvArgs::rows against live buffers.
+        unsafe { kernel.call(&args) };
+        if let Some(at) = (0..y.len()).find(|&j| !same(y[j], want[j])) {
+            panic!("{g:?}: y[{at}] = {:e}, reference {:e}", y[at], want[at]);
+        }
+    }
+}
+
 /// A twin whose body differs from its arm is refused by the judge with a
 /// `mismatch`: the first `vfmadd231ps` of each accepted body rewritten as
 /// `vfmadd213ps` (the accumulator and a factor swap roles; no memory

@@ -21,6 +21,21 @@
 //! broadcasts one x per pixel; the depthwise tile loads the tap's weights
 //! once and multiplies each pixel's x vectors by them (no `ci` loop).
 //!
+//! Short rows. When the interior is narrower than one 12-pixel tile (7 × 7
+//! at pad 1 has 5 interior columns of 7), the AVX-512 direct twin takes
+//! another path for the whole call (a test of `ow_hi − ow_lo` at entry):
+//! tiles of 7 consecutive pixels of the flattened `(b, oh, ow)` axis — a
+//! tile may span rows and images; the call's last one is cut short, its
+//! missing pixels never inside and never stored — × groups of three panels
+//! (21 accumulators, 3 weight vectors, 7 broadcasts), then two, one, and a
+//! masked one. Per tap, each pixel gets an opmask (k1–k7), all ones when
+//! that tap's row and column are inside the input for it, and its x
+//! pointer (x's first pixel when outside, so the loads stay inside x); the
+//! `ci` loop's FMAs merge under the masks, so an outside tap leaves the
+//! pixel's accumulator untouched — skipped, as the contract says — and a
+//! tap outside for all seven is not run. Every pixel is tiled, borders
+//! included; no border pass runs.
+//!
 //! The epilogue is `vmaxps acc, zero, acc` (0 > acc ? 0 : acc) and
 //! `vminps acc, six, acc` (6 < acc ? 6 : acc), the contract's comparisons
 //! operand for operand. Frame: SysV or Win64 ([`ConvX64::with_abi`]); the
@@ -32,8 +47,9 @@ use std::sync::Arc;
 
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
-    eax, ecx, edx, k1, ptr, qword_ptr, r10, r11, r12, r12d, r13, r14, r14d, r15, r15d, r8, r9, rax,
-    rbp, rbx, rcx, rdi, rdx, rsi, rsp, AsmMemoryOperand, AsmRegister64, CodeLabel,
+    dword_ptr, eax, ecx, edx, k1, ptr, qword_ptr, r10, r11, r12, r12d, r13, r14, r14d, r15, r15d,
+    r8, r9, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, word_ptr, AsmMemoryOperand, AsmRegister64,
+    CodeLabel,
 };
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
@@ -119,7 +135,8 @@ const AVX512_FEATURES: &[Feature] = &[Feature::Avx, Feature::Fma, Feature::Avx51
 const AVX2_FEATURES: &[Feature] = &[Feature::Avx, Feature::Avx2, Feature::Fma];
 
 // SAFETY: the body reads x only at taps inside the input (row and column
-// checked, interior tiles by `ow_lo..ow_hi`, which `ConvArgs` derives),
+// checked, interior tiles by `ow_lo..ow_hi`, which `ConvArgs` derives;
+// the flattened tiles read x's first pixel instead for a tap outside),
 // channel lanes past cout only under masks, the packed filter's lines,
 // and writes y only in its rows and channels below cout (masked stores);
 // it returns normally. Validation checks it against the arm.
@@ -196,6 +213,50 @@ fn trip(name: &str, trips: u64, depth: u32) -> LoopTrip {
 /// The loop nest of a twin at `g` for a call over every row, in the order
 /// the emitter writes its loops (module docs).
 pub fn nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
+    let rows = g.batch * s.out_h;
+    let whole = g.cout / PANEL as u64;
+    let taps = |out: &mut Vec<LoopTrip>, depth: u32, used: bool| {
+        out.push(trip("kh", if used { g.k_h } else { 0 }, depth));
+        out.push(trip("kw", g.k_w, depth + 1));
+        out.push(trip("ci", g.cin, depth + 2));
+    };
+    let mut out = Vec::new();
+    if kind == ArmKind::Direct && tier == Tier::Avx512 {
+        // The flattened path first, then the row tiles: the call takes one
+        // (a path of zero trips is the one not taken).
+        let on = flat(s);
+        let used = |b: bool, n: u64| if on && b { n } else { 0 };
+        let tiles = (rows * s.out_w).div_ceil(FLAT_PIXELS as u64);
+        let groups = whole / FLAT_GROUP as u64;
+        let mut left = whole - groups * FLAT_GROUP as u64;
+        out.push(trip("flat_groups", used(true, groups), 0));
+        out.push(trip("flat_tiles", tiles, 1));
+        taps(&mut out, 2, true);
+        let mut guarded = Vec::new();
+        for n in (1..FLAT_GROUP as u64).rev() {
+            guarded.push(left >= n);
+            if left >= n {
+                left -= n;
+            }
+        }
+        guarded.push(s.panels > whole);
+        for g in guarded {
+            out.push(trip("flat_tiles", used(g, tiles), 0));
+            taps(&mut out, 1, true);
+        }
+        let generic = out.len();
+        out.extend(generic_nest(kind, tier, g, s));
+        if on {
+            out[generic..].iter_mut().for_each(|t| t.trips = 0);
+        }
+        return out;
+    }
+    out.extend(generic_nest(kind, tier, g, s));
+    out
+}
+
+/// The row tiles' and border pass's nest (module docs).
+fn generic_nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
     let rows = g.batch * s.out_h;
     let whole = g.cout / PANEL as u64;
     let group = tier.group() as u64;
@@ -277,7 +338,29 @@ const S_ROWOUT: i32 = 128;
 const S_XPANEL: i32 = 144;
 const S_MASK: i32 = 160;
 const S_IOTA: i32 = 224;
-const FRAME: i32 = 256;
+// The flattened tiles' state (AVX-512 direct only).
+/// The tile's first flattened pixel `q = (b · out_h + oh) · out_w + ow`.
+const S_Q: i32 = 256;
+/// `row_end · out_w`.
+const S_QEND: i32 = 264;
+/// Whether any pixel of the tile has the current tap inside.
+const S_ANY: i32 = 272;
+/// The ragged panel's channel mask (k1 holds pixel masks meanwhile).
+const S_CMASK: i32 = 280;
+/// `x + 4 · cin`: the biased pointer of a tap outside the input (its
+/// loads, masked out of every FMA, stay inside x).
+const S_SAFE: i32 = 288;
+/// `k_h · dil`, `k_w · dil`.
+const S_KHEND: i32 = 296;
+const S_KWEND: i32 = 304;
+/// The current tap's weights of the panel `S_P`.
+const S_TAPW: i32 = 312;
+/// Per tile pixel `r`, 24 bytes from `S_PIX + 24 · r`: `oh · stride −
+/// pad` (or 2⁶² for a pixel past the call's end: never inside), `ow ·
+/// stride − pad`, and its biased x pointer (`x + image + ih0 · row +
+/// iw0 · pixel + 4 · cin`).
+const S_PIX: i32 = 320;
+const FRAME: i32 = 512;
 
 /// The vector operations both tiers share, on register numbers.
 #[derive(Clone, Copy)]
@@ -774,24 +857,21 @@ fn body(e: &mut Emitter, kind: ArmKind, tier: Tier) -> Result<(), EmitError> {
     a.lea(XS3, ptr(XS + XS * 2))?;
     a.mov(VSTRIDE, qword_ptr(rsp + S_PSTRIDE))?;
     a.mov(qword_ptr(rsp + S_P), 0)?;
-    // Sets S_WPANEL and S_BIASP for the panel S_P.
-    let panel_setup = |e: &mut Emitter| -> Result<(), EmitError> {
+    let panel_setup = |e: &mut Emitter| panel_setup(e, kind);
+    let flat = kind == ArmKind::Direct && tier == Tier::Avx512;
+    let mut generic = e.create_label();
+    let mut end = e.create_label();
+    if flat {
+        // Short interiors take the flattened tiles (module docs).
         let a = e.asm();
-        a.mov(rax, qword_ptr(rsp + S_P))?;
-        a.imul_2(rax, qword_ptr(rsp + S_PSTRIDE))?;
-        a.add(rax, qword_ptr(rsp + S_WB))?;
-        a.mov(qword_ptr(rsp + S_WPANEL), rax)?;
-        a.mov(rax, qword_ptr(rsp + S_P))?;
-        a.shl(rax, 6)?;
-        a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
-        a.mov(qword_ptr(rsp + S_BIASP), rax)?;
-        if kind == ArmKind::Depthwise {
-            a.mov(rax, qword_ptr(rsp + S_P))?;
-            a.shl(rax, 6)?;
-            a.mov(qword_ptr(rsp + S_XPANEL), rax)?;
-        }
-        Ok(())
-    };
+        a.mov(rax, qword_ptr(ARGS + offsets::OW_HI))?;
+        a.sub(rax, qword_ptr(ARGS + offsets::OW_LO))?;
+        a.cmp(rax, FLAT_BELOW as i32)?;
+        a.jae(generic)?;
+        flat_body(e)?;
+        e.asm().jmp(end)?;
+        land(e, &mut generic)?;
+    }
     while_loop(
         e,
         |e, done| {
@@ -830,7 +910,31 @@ fn body(e: &mut Emitter, kind: ArmKind, tier: Tier) -> Result<(), EmitError> {
             Ok(())
         },
     )?;
-    border(e, kind, tier)
+    border(e, kind, tier)?;
+    if flat {
+        land(e, &mut end)?;
+    }
+    Ok(())
+}
+
+/// Sets `S_WPANEL` and `S_BIASP` (and, depthwise, `S_XPANEL`) for the
+/// panel `S_P`. Clobbers rax.
+fn panel_setup(e: &mut Emitter, kind: ArmKind) -> Result<(), EmitError> {
+    let a = e.asm();
+    a.mov(rax, qword_ptr(rsp + S_P))?;
+    a.imul_2(rax, qword_ptr(rsp + S_PSTRIDE))?;
+    a.add(rax, qword_ptr(rsp + S_WB))?;
+    a.mov(qword_ptr(rsp + S_WPANEL), rax)?;
+    a.mov(rax, qword_ptr(rsp + S_P))?;
+    a.shl(rax, 6)?;
+    a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
+    a.mov(qword_ptr(rsp + S_BIASP), rax)?;
+    if kind == ArmKind::Depthwise {
+        a.mov(rax, qword_ptr(rsp + S_P))?;
+        a.shl(rax, 6)?;
+        a.mov(qword_ptr(rsp + S_XPANEL), rax)?;
+    }
+    Ok(())
 }
 
 /// Panels a border pixel's block holds: four (AVX-512: four zmm chains;
@@ -1141,4 +1245,312 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
     e.asm().add(rsp, FRAME)?;
     e.epilogue()?;
     e.finish()
+}
+
+/// The flattened tiles take a call whose interior is narrower than this
+/// (the 12-pixel interior tile would not run once): short rows, where the
+/// border pass would compute most pixels one at a time.
+pub const FLAT_BELOW: u64 = 12;
+
+/// Pixels of a flattened tile: one opmask each (k1–k7).
+pub const FLAT_PIXELS: usize = 7;
+
+/// Whole panels of a flattened tile's group: 7 pixels × 3 zmm = 21
+/// accumulators, 3 weight vectors and 7 broadcasts in 32 zmm.
+pub const FLAT_GROUP: usize = 3;
+
+/// Whether the AVX-512 direct twin takes its flattened tiles at `s`.
+pub fn flat(s: &Shape) -> bool {
+    s.ow_hi - s.ow_lo < FLAT_BELOW
+}
+
+/// The flattened tiles' x pointers, one a pixel (rbx and rbp are free:
+/// this path keeps its rows and columns on the stack).
+const FP: [AsmRegister64; FLAT_PIXELS] = [r8, r9, r10, r11, r12, rbx, rbp];
+
+fn kmask(k: usize) -> weft_x64::iced_x86::code_asm::AsmRegisterK {
+    use weft_x64::iced_x86::code_asm::{k2, k3, k4, k5, k6, k7};
+    [k1, k2, k3, k4, k5, k6, k7][k]
+}
+
+fn zmm_k(z: usize, k: usize) -> weft_x64::iced_x86::code_asm::AsmRegisterZmm {
+    let z = ZMM[z];
+    [z.k1(), z.k2(), z.k3(), z.k4(), z.k5(), z.k6(), z.k7()][k]
+}
+
+/// The AVX-512 direct body for short rows: tiles of [`FLAT_PIXELS`]
+/// consecutive pixels of the flattened `(b, oh, ow)` axis (a tile may
+/// span rows and images; the call's last is cut short) × groups of
+/// [`FLAT_GROUP`] panels while whole, then two, one, and a masked one.
+/// Per tap, each pixel's opmask says whether the tap is inside the input
+/// for it; the FMAs merge under it, so a tap outside leaves the
+/// accumulator untouched (skipped, as the contract says) and every pixel
+/// of every row is tiled, borders included.
+fn flat_body(e: &mut Emitter) -> Result<(), EmitError> {
+    {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(ARGS + offsets::ROW_END))?;
+        a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
+        a.mov(qword_ptr(rsp + S_QEND), rax)?;
+        a.mov(rax, qword_ptr(rsp + S_PIXIN))?;
+        a.add(rax, qword_ptr(ARGS + offsets::X))?;
+        a.mov(qword_ptr(rsp + S_SAFE), rax)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::K_H))?;
+        a.imul_2(rax, qword_ptr(ARGS + offsets::DIL))?;
+        a.mov(qword_ptr(rsp + S_KHEND), rax)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::K_W))?;
+        a.imul_2(rax, qword_ptr(ARGS + offsets::DIL))?;
+        a.mov(qword_ptr(rsp + S_KWEND), rax)?;
+    }
+    let fits = |e: &mut Emitter, n: usize, skip: CodeLabel| -> Result<(), EmitError> {
+        e.asm().mov(rax, qword_ptr(rsp + S_P))?;
+        e.asm().add(rax, n as i32)?;
+        e.asm().cmp(rax, qword_ptr(rsp + S_WHOLE))?;
+        e.asm().ja(skip)?;
+        Ok(())
+    };
+    while_loop(
+        e,
+        |e, done| fits(e, FLAT_GROUP, done),
+        |e| {
+            panel_setup(e, ArmKind::Direct)?;
+            flat_tiles(e, FLAT_GROUP, false)?;
+            e.asm().add(qword_ptr(rsp + S_P), FLAT_GROUP as i32)?;
+            Ok(())
+        },
+    )?;
+    for n in (1..FLAT_GROUP).rev() {
+        let mut skip = e.create_label();
+        fits(e, n, skip)?;
+        panel_setup(e, ArmKind::Direct)?;
+        flat_tiles(e, n, false)?;
+        e.asm().add(qword_ptr(rsp + S_P), n as i32)?;
+        land(e, &mut skip)?;
+    }
+    let mut skip = e.create_label();
+    e.asm().mov(rax, qword_ptr(rsp + S_P))?;
+    e.asm().cmp(rax, qword_ptr(ARGS + offsets::PANELS))?;
+    e.asm().jae(skip)?;
+    panel_setup(e, ArmKind::Direct)?;
+    e.asm().mov(rax, qword_ptr(rsp + S_P))?;
+    V(Tier::Avx512).panel_masks(e, (0, 0))?;
+    e.asm().kmovw(word_ptr(rsp + S_CMASK), k1)?;
+    flat_tiles(e, 1, true)?;
+    land(e, &mut skip)
+}
+
+/// Every flattened tile of the call for the `vectors` panels from `S_P`
+/// (stores under the channel mask when `masked`).
+fn flat_tiles(e: &mut Emitter, vectors: usize, masked: bool) -> Result<(), EmitError> {
+    let v = V(Tier::Avx512);
+    let acc = |r: usize, u: usize| r * vectors + u;
+    let w = |u: usize| 21 + u;
+    let t = |r: usize| 24 + r;
+    {
+        let a = e.asm();
+        a.mov(rax, qword_ptr(ARGS + offsets::ROW_START))?;
+        a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
+        a.mov(qword_ptr(rsp + S_Q), rax)?;
+    }
+    while_loop(
+        e,
+        |e, done| {
+            e.asm().mov(rax, qword_ptr(rsp + S_Q))?;
+            e.asm().cmp(rax, qword_ptr(rsp + S_QEND))?;
+            e.asm().jae(done)?;
+            Ok(())
+        },
+        |e| {
+            flat_pixels(e)?;
+            e.asm().mov(rax, qword_ptr(rsp + S_BIASP))?;
+            for r in 0..FLAT_PIXELS {
+                for u in 0..vectors {
+                    v.load(e, acc(r, u), ptr(rax + 64 * u as i32))?;
+                }
+            }
+            e.asm().mov(rax, qword_ptr(rsp + S_WPANEL))?;
+            e.asm().mov(qword_ptr(rsp + S_TAPW), rax)?;
+            e.asm().xor(r14d, r14d)?;
+            while_loop(
+                e,
+                |e, done| {
+                    e.asm().cmp(KH, qword_ptr(rsp + S_KHEND))?;
+                    e.asm().jae(done)?;
+                    Ok(())
+                },
+                |e| {
+                    e.asm().xor(r15d, r15d)?;
+                    while_loop(
+                        e,
+                        |e, done| {
+                            e.asm().cmp(KW, qword_ptr(rsp + S_KWEND))?;
+                            e.asm().jae(done)?;
+                            Ok(())
+                        },
+                        |e| {
+                            flat_tap(e, vectors, &acc, &w, &t)?;
+                            let a = e.asm();
+                            a.mov(rax, qword_ptr(rsp + S_TAPB))?;
+                            a.add(qword_ptr(rsp + S_TAPW), rax)?;
+                            a.add(KW, qword_ptr(ARGS + offsets::DIL))?;
+                            Ok(())
+                        },
+                    )?;
+                    e.asm().add(KH, qword_ptr(ARGS + offsets::DIL))?;
+                    Ok(())
+                },
+            )?;
+            let accs: Vec<usize> = (0..FLAT_PIXELS * vectors).collect();
+            v.epilogue(e, &accs, 30, 31)?;
+            let mut stored = e.create_label();
+            let a = e.asm();
+            a.mov(rcx, qword_ptr(rsp + S_QEND))?;
+            a.sub(rcx, qword_ptr(rsp + S_Q))?;
+            a.mov(rax, qword_ptr(rsp + S_Q))?;
+            a.imul_2(rax, qword_ptr(rsp + S_PIXOUT))?;
+            a.add(rax, qword_ptr(ARGS + offsets::Y))?;
+            a.mov(rdx, qword_ptr(rsp + S_P))?;
+            a.shl(rdx, 6)?;
+            a.add(rax, rdx)?;
+            a.mov(rdx, qword_ptr(rsp + S_PIXOUT))?;
+            if masked {
+                a.kmovw(k1, word_ptr(rsp + S_CMASK))?;
+            }
+            for r in 0..FLAT_PIXELS {
+                if r > 0 {
+                    // Pixels past the call's end are not stored.
+                    e.asm().cmp(rcx, r as i32)?;
+                    e.asm().jbe(stored)?;
+                }
+                for u in 0..vectors {
+                    let m = ptr(rax + 64 * u as i32);
+                    if masked {
+                        e.asm().vmovups(m.k1(), ZMM[acc(r, u)])?;
+                    } else {
+                        v.store(e, m, acc(r, u))?;
+                    }
+                }
+                if r + 1 < FLAT_PIXELS {
+                    e.asm().add(rax, rdx)?;
+                }
+            }
+            land(e, &mut stored)?;
+            e.asm().add(qword_ptr(rsp + S_Q), FLAT_PIXELS as i32)?;
+            Ok(())
+        },
+    )
+}
+
+/// The tile's pixels from `S_Q` into `S_PIX` (two divisions a pixel, once
+/// a tile: nothing next to its taps). Clobbers rax, rcx, rdx.
+fn flat_pixels(e: &mut Emitter) -> Result<(), EmitError> {
+    for r in 0..FLAT_PIXELS {
+        let slot = S_PIX + 24 * r as i32;
+        let mut past = e.create_label();
+        let mut next = e.create_label();
+        let a = e.asm();
+        a.mov(rax, qword_ptr(rsp + S_Q))?;
+        if r > 0 {
+            a.add(rax, r as i32)?;
+        }
+        a.cmp(rax, qword_ptr(rsp + S_QEND))?;
+        a.jae(past)?;
+        a.xor(edx, edx)?;
+        a.div(qword_ptr(ARGS + offsets::OUT_W))?;
+        a.imul_2(rdx, qword_ptr(ARGS + offsets::STRIDE))?;
+        a.sub(rdx, qword_ptr(ARGS + offsets::PAD))?;
+        a.mov(qword_ptr(rsp + slot + 8), rdx)?;
+        a.imul_2(rdx, qword_ptr(rsp + S_PIXIN))?;
+        a.mov(rcx, rdx)?;
+        a.xor(edx, edx)?;
+        a.div(qword_ptr(ARGS + offsets::OUT_H))?;
+        a.imul_2(rdx, qword_ptr(ARGS + offsets::STRIDE))?;
+        a.sub(rdx, qword_ptr(ARGS + offsets::PAD))?;
+        a.mov(qword_ptr(rsp + slot), rdx)?;
+        a.imul_2(rdx, qword_ptr(rsp + S_ROWIN))?;
+        a.add(rcx, rdx)?;
+        a.imul_2(rax, qword_ptr(rsp + S_IMGIN))?;
+        a.add(rcx, rax)?;
+        a.add(rcx, qword_ptr(rsp + S_SAFE))?;
+        a.mov(qword_ptr(rsp + slot + 16), rcx)?;
+        a.jmp(next)?;
+        e.set_label(&mut past)?;
+        let a = e.asm();
+        a.mov(rax, 1u64 << 62)?;
+        a.mov(qword_ptr(rsp + slot), rax)?;
+        land(e, &mut next)?;
+    }
+    Ok(())
+}
+
+/// One tap (`KH` = kh · dil, `KW` = kw · dil) of a flattened tile: each
+/// pixel's opmask and x pointer, then, if any pixel has the tap inside,
+/// the `ci` loop (merge-masked FMAs; loads of a pixel outside read x's
+/// first pixel instead).
+fn flat_tap(
+    e: &mut Emitter,
+    vectors: usize,
+    acc: &dyn Fn(usize, usize) -> usize,
+    w: &dyn Fn(usize) -> usize,
+    t: &dyn Fn(usize) -> usize,
+) -> Result<(), EmitError> {
+    let v = V(Tier::Avx512);
+    {
+        let a = e.asm();
+        // The tap's offset from a pixel's first tap: (kh·dil·in_w + kw·dil) pixels.
+        a.mov(rdx, KH)?;
+        a.imul_2(rdx, qword_ptr(ARGS + offsets::IN_W))?;
+        a.add(rdx, KW)?;
+        a.imul_2(rdx, qword_ptr(rsp + S_PIXIN))?;
+        a.mov(dword_ptr(rsp + S_ANY), 0)?;
+        for (r, &px) in FP.iter().enumerate() {
+            let slot = S_PIX + 24 * r as i32;
+            // eax = −1 when ih and iw are both inside (unsigned compares
+            // catch the negative ones), 0 otherwise.
+            a.mov(rax, qword_ptr(rsp + slot))?;
+            a.add(rax, KH)?;
+            a.cmp(rax, qword_ptr(ARGS + offsets::IN_H))?;
+            a.sbb(ecx, ecx)?;
+            a.mov(rax, qword_ptr(rsp + slot + 8))?;
+            a.add(rax, KW)?;
+            a.cmp(rax, qword_ptr(ARGS + offsets::IN_W))?;
+            a.sbb(eax, eax)?;
+            a.and(eax, ecx)?;
+            a.kmovw(kmask(r), eax)?;
+            a.or(dword_ptr(rsp + S_ANY), eax)?;
+            a.mov(px, qword_ptr(rsp + slot + 16))?;
+            a.add(px, rdx)?;
+            a.test(eax, eax)?;
+            a.cmove(px, qword_ptr(rsp + S_SAFE))?;
+        }
+        a.mov(PW, qword_ptr(rsp + S_TAPW))?;
+    }
+    let mut done = e.create_label();
+    e.asm().cmp(dword_ptr(rsp + S_ANY), 0)?;
+    e.asm().je(done)?;
+    // ci counts up from −4·cin to 0; the pointers are biased by 4·cin.
+    e.asm().mov(rcx, qword_ptr(rsp + S_PIXIN))?;
+    e.asm().neg(rcx)?;
+    let mut ci = e.create_label();
+    e.set_label(&mut ci)?;
+    for u in 0..vectors {
+        let m = match u {
+            0 => ptr(PW),
+            1 => ptr(PW + VSTRIDE),
+            _ => ptr(PW + VSTRIDE * 2),
+        };
+        v.load(e, w(u), m)?;
+    }
+    for (r, &px) in FP.iter().enumerate() {
+        v.broadcast(e, t(r), ptr(px + rcx))?;
+        for u in 0..vectors {
+            e.asm()
+                .vfmadd231ps(zmm_k(acc(r, u), r), ZMM[w(u)], ZMM[t(r)])?;
+        }
+    }
+    let a = e.asm();
+    a.add(PW, 64)?;
+    a.add(rcx, 4)?;
+    a.jne(ci)?;
+    land(e, &mut done)
 }

@@ -7,7 +7,8 @@
 //! - channels 1, 3, 5, 17, 33 (and 48, 64: whole and ragged panels, groups
 //!   of panels) on both sides;
 //! - spatial extents 1, 7, 13 (rows and columns apart), 56 for a few;
-//!   batch 1 and 3;
+//!   batch 1, 2 and 3; short rows (7 × 7, 5 × 9) whose tiles span rows
+//!   and images, with every remainder of panels by three;
 //! - kernels 1×1, 3×3, 5×5, 7×7 with stride 1 and 2, dilation 1 and 2,
 //!   padding 0 to 3 (borders with no interior column, and columns with
 //!   no tap at all);
@@ -216,6 +217,25 @@ pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
         push(&mut gen, geo(3, (7, 7), (5, 17), 3, 1, 1, 1, none), rows);
     }
     push(&mut gen, geo(3, (13, 7), (17, 33), 3, 2, 1, 1, none), None);
+    // Short rows (the AVX-512 direct twin's flattened tiles: consecutive
+    // pixels across rows and images, each tap masked per pixel): 7 × 7
+    // and 5 × 9, pads 1 and 2, kernels 3 and 5, dilation 2, stride 2,
+    // whole panels by three, two, one, and a ragged one; member views
+    // starting mid-image.
+    for (b, hw, ch, k, stride, pad, dil) in [
+        (1, (7, 7), (33, 48), 3, 1, 1, 1),
+        (2, (7, 7), (17, 80), 5, 1, 2, 1),
+        (1, (5, 9), (5, 40), 3, 1, 1, 1),
+        (2, (5, 9), (64, 113), 5, 1, 2, 1),
+        (1, (9, 5), (3, 64), 3, 1, 2, 2),
+        (1, (7, 7), (1, 100), 3, 1, 1, 2),
+        (2, (13, 13), (17, 33), 3, 2, 1, 1),
+    ] {
+        push(&mut gen, geo(b, hw, ch, k, stride, pad, dil, none), None);
+    }
+    for rows in [Some(3..12), Some(6..8), Some(13..14)] {
+        push(&mut gen, geo(2, (7, 7), (17, 48), 3, 1, 1, 1, none), rows);
+    }
     // A few large ones: the interior tiles' whole widths and leftovers.
     push(&mut gen, geo(1, (56, 56), (17, 33), 3, 1, 1, 1, none), None);
     push(&mut gen, geo(1, (56, 56), (3, 17), 7, 2, 3, 1, none), None);
@@ -240,7 +260,7 @@ unsafe impl Validation for ConvValidation {
     }
 
     fn generator(&self) -> String {
-        format!("{} cases v1", self.0.family())
+        format!("{} cases v2", self.0.family())
     }
 
     fn cases(&self, _offer: &Offer, seed: u64) -> Vec<ConvCase> {
