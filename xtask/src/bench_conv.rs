@@ -45,7 +45,9 @@
 //! first candidate rotating; each reports its median. GFLOP/s counts
 //! `2 · batch · out_h · out_w · cout · k_h · k_w · cin / groups` flops (the
 //! padding's taps included, as convolution benchmarks count them); `of
-//! peak` is that over the FMA loop's rate × threads.
+//! peak` counts only the flops performed — taps in the padding are
+//! skipped, not multiplied — over the FMA loop's rate × threads (counting
+//! them put a 7 × 7 body above the peak).
 //!
 //! The last line is the summary: `bench conv: vs_onnxruntime_1t=…
 //! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=…
@@ -155,6 +157,30 @@ impl Shape {
     fn flops(&self) -> f64 {
         let s = self.g.check().expect("bench shapes are valid");
         2.0 * self.g.macs(&s) as f64
+    }
+
+    /// The flops the contract performs: [`Shape::flops`] without the taps
+    /// that fall in the padding (skipped, never multiplied). What a
+    /// fraction of the FMA peak counts: counting the skipped taps put a
+    /// 7 × 7 body above the peak.
+    fn useful_flops(&self) -> f64 {
+        let g = &self.g;
+        let s = g.check().expect("bench shapes are valid");
+        // Taps inside the input along one axis, summed over the outputs.
+        let inside = |out: u64, k: u64, size: u64| -> u64 {
+            (0..out)
+                .map(|o| {
+                    (0..k)
+                        .filter(|&t| {
+                            let i = (o * g.stride + t * g.dil) as i64 - g.pad as i64;
+                            (0..size as i64).contains(&i)
+                        })
+                        .count() as u64
+                })
+                .sum()
+        };
+        let taps = inside(s.out_h, g.k_h, g.in_h) * inside(s.out_w, g.k_w, g.in_w);
+        2.0 * (g.batch * taps * g.cout * (g.cin / g.groups)) as f64
     }
 }
 
@@ -346,6 +372,8 @@ fn median(v: &[f64]) -> Option<f64> {
 /// One shape's medians: (name, kind, threads, seconds); the pick.
 struct Measured {
     flops: f64,
+    /// The flops performed ([`Shape::useful_flops`]): the peak fractions'.
+    useful: f64,
     rows: Vec<(String, Kind, u64, f64)>,
 }
 
@@ -600,6 +628,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
     }
     let m = Measured {
         flops: shape.flops(),
+        useful: shape.useful_flops(),
         rows,
     };
     let peak = |threads: u64| -> Option<f64> {
@@ -616,7 +645,8 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         } else {
             m.flops / secs
         };
-        let of = peak(*threads).map(|p| rate / p);
+        // Of the peak: the flops performed, padding taps left out.
+        let of = peak(*threads).map(|p| rate * m.useful / m.flops / p);
         println!(
             "  {:<42} {:>3} {:>11.4} {:>8.1} {:>8}",
             name,
@@ -713,7 +743,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 dw_gflops = Some(dw_gflops.map_or(rate / 1e9, |d: f64| d.min(rate / 1e9)));
             } else if shape.what == "resnet 3x3" {
                 if let Some(pt) = m.best(Kind::Peak, 1) {
-                    peak_3x3.push(rate / (pf / pt));
+                    peak_3x3.push(m.useful / p / (pf / pt));
                 }
             }
         }
