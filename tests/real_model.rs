@@ -629,15 +629,7 @@ fn gemma3() -> (Gguf, Tokenizer) {
 #[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
 fn gemma3_reference_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
     let (g, tokenizer) = gemma3();
-    let m = std::cell::RefCell::new(
-        weft_llm::mixed::Reference::open(&g, 96).expect("the reference loads"),
-    );
-    let result = greedy_disagreements(
-        &tokenizer,
-        LLAMA_CPP_GEMMA3,
-        &mut || m.borrow_mut().reset(),
-        &mut |t| m.borrow_mut().step(t).expect("step"),
-    );
+    let result = mixed_reference_disagreements(&g, &tokenizer, LLAMA_CPP_GEMMA3);
     only_near_ties(&result, LLAMA_CPP_GEMMA3, 3);
 }
 
@@ -649,19 +641,7 @@ fn gemma3_reference_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
 #[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
 fn gemma3_engine_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
     let (g, tokenizer) = gemma3();
-    let options = weft_plan::Options {
-        cache: weft_plan::CacheLocation::InMemory,
-        ..weft_plan::Options::default()
-    };
-    let e = std::cell::RefCell::new(
-        weft_llm::mixed::Engine::open(&g, 96, options, 2).expect("the engine builds"),
-    );
-    let result = greedy_disagreements(
-        &tokenizer,
-        LLAMA_CPP_GEMMA3,
-        &mut || e.borrow_mut().reset(),
-        &mut |t| e.borrow_mut().step(t).expect("step"),
-    );
+    let result = mixed_engine_disagreements(&g, &tokenizer, LLAMA_CPP_GEMMA3);
     only_near_ties(&result, LLAMA_CPP_GEMMA3, 3);
 }
 
@@ -672,31 +652,9 @@ fn gemma3_engine_follows_llama_cpp_greedy_continuations_but_for_near_ties() {
 #[ignore = "needs the Gemma 3 270M model (cargo xtask fetch-model gemma3-270m)"]
 fn gemma3_engine_logits_are_the_same_bits_with_native_emission_off() {
     let (g, tokenizer) = gemma3();
-    let engine = |mode| {
-        let options = weft_plan::Options {
-            mode,
-            cache: weft_plan::CacheLocation::InMemory,
-            ..weft_plan::Options::default()
-        };
-        weft_llm::mixed::Engine::open(&g, 64, options, 2).expect("the engine builds")
-    };
-    let mut on = engine(weft_plan::EmitMode::On);
-    let mut off = engine(weft_plan::EmitMode::Off);
     let mut ids: Vec<u32> = tokenizer.bos().into_iter().collect();
     ids.extend(tokenizer.encode("def fibonacci(n):", Special::AsText));
-    let mut next = ids[0];
-    for i in 0..32 {
-        let t = ids.get(i).copied().unwrap_or(next);
-        let a = on.step(t).expect("step");
-        let b = off.step(t).expect("step");
-        assert!(
-            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            "step {i}"
-        );
-        next = (0..a.len())
-            .max_by(|&x, &y| a[x].total_cmp(&a[y]).then(y.cmp(&x)))
-            .expect("logits") as u32;
-    }
+    emission_off_keeps_the_bits(&g, &ids);
 }
 
 /// SmolLM2 as llama.cpp's own `llama-quantize` re-quantises the Q4_1 file
@@ -763,38 +721,70 @@ fn requantised_smollm2_files_hold_the_types_llama_quantize_chose() {
     }
 }
 
-/// The mixed-format reference on a re-quantised SmolLM2 file, teacher-forced
-/// along llama.cpp's greedy decode of it: `(choices, disagreements)`.
-fn requantised_reference(ftype: &str, references: &[Greedy]) -> Vec<(usize, Vec<(usize, f32)>)> {
-    let (g, tokenizer) = requantised(ftype);
+/// The mixed-format reference on `g`, teacher-forced along llama.cpp's
+/// greedy decode of each row of `references` ([`greedy_disagreements`]).
+fn mixed_reference_disagreements(
+    g: &Gguf,
+    tokenizer: &Tokenizer,
+    references: &[Greedy],
+) -> Vec<(usize, Vec<(usize, f32)>)> {
     let m = std::cell::RefCell::new(
-        weft_llm::mixed::Reference::open(&g, 96).expect("the reference loads"),
+        weft_llm::mixed::Reference::open(g, 96).expect("the reference loads"),
     );
     greedy_disagreements(
-        &tokenizer,
+        tokenizer,
         references,
         &mut || m.borrow_mut().reset(),
         &mut |t| m.borrow_mut().step(t).expect("step"),
     )
 }
 
-/// The mixed-format engine (2 threads) on a re-quantised SmolLM2 file,
-/// teacher-forced along llama.cpp's greedy decode of it.
-fn requantised_engine(ftype: &str, references: &[Greedy]) -> Vec<(usize, Vec<(usize, f32)>)> {
-    let (g, tokenizer) = requantised(ftype);
+/// The same with the mixed-format engine, planned, on two threads.
+fn mixed_engine_disagreements(
+    g: &Gguf,
+    tokenizer: &Tokenizer,
+    references: &[Greedy],
+) -> Vec<(usize, Vec<(usize, f32)>)> {
     let options = weft_plan::Options {
         cache: weft_plan::CacheLocation::InMemory,
         ..weft_plan::Options::default()
     };
     let e = std::cell::RefCell::new(
-        weft_llm::mixed::Engine::open(&g, 96, options, 2).expect("the engine builds"),
+        weft_llm::mixed::Engine::open(g, 96, options, 2).expect("the engine builds"),
     );
     greedy_disagreements(
-        &tokenizer,
+        tokenizer,
         references,
         &mut || e.borrow_mut().reset(),
         &mut |t| e.borrow_mut().step(t).expect("step"),
     )
+}
+
+/// `WEFT_NATIVE_EMIT=off` (a plan of arms alone) gives the mixed-format
+/// engine's logits on `g` bit for bit over 32 steps: `prompt`, then its
+/// greedy continuation.
+fn emission_off_keeps_the_bits(g: &Gguf, prompt: &[u32]) {
+    let engine = |mode| {
+        let options = weft_plan::Options {
+            mode,
+            cache: weft_plan::CacheLocation::InMemory,
+            ..weft_plan::Options::default()
+        };
+        weft_llm::mixed::Engine::open(g, 64, options, 2).expect("the engine builds")
+    };
+    let mut on = engine(weft_plan::EmitMode::On);
+    let mut off = engine(weft_plan::EmitMode::Off);
+    let mut next = prompt[0];
+    for i in 0..32 {
+        let t = prompt.get(i).copied().unwrap_or(next);
+        let a = on.step(t).expect("step");
+        let b = off.step(t).expect("step");
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "step {i}"
+        );
+        next = weft_llm::mixed::greedy(&a);
+    }
 }
 
 /// Teacher-forced along llama.cpp's greedy decode of the Q4_K_M file, the
@@ -807,7 +797,8 @@ fn requantised_engine(ftype: &str, references: &[Greedy]) -> Vec<(usize, Vec<(us
 #[test]
 #[ignore = "needs the peer's Q4_K_M model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q4_k_m_reference_follows_llama_cpp_greedy_decode_but_for_near_ties() {
-    let result = requantised_reference("Q4_K_M", LLAMA_CPP_Q4_K_M);
+    let (g, tokenizer) = requantised("Q4_K_M");
+    let result = mixed_reference_disagreements(&g, &tokenizer, LLAMA_CPP_Q4_K_M);
     only_near_ties(&result, LLAMA_CPP_Q4_K_M, 3);
 }
 
@@ -822,7 +813,8 @@ fn smollm2_q4_k_m_reference_follows_llama_cpp_greedy_decode_but_for_near_ties() 
 #[test]
 #[ignore = "needs the peer's Q4_K_M model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q4_k_m_engine_follows_llama_cpp_greedy_decode_but_for_near_ties() {
-    let result = requantised_engine("Q4_K_M", LLAMA_CPP_Q4_K_M);
+    let (g, tokenizer) = requantised("Q4_K_M");
+    let result = mixed_engine_disagreements(&g, &tokenizer, LLAMA_CPP_Q4_K_M);
     only_near_ties(&result, LLAMA_CPP_Q4_K_M, 3);
 }
 
@@ -833,7 +825,8 @@ fn smollm2_q4_k_m_engine_follows_llama_cpp_greedy_decode_but_for_near_ties() {
 #[test]
 #[ignore = "needs the peer's Q5_0 model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q5_0_reference_follows_llama_cpp_greedy_decode_but_for_near_ties() {
-    let result = requantised_reference("Q5_0", LLAMA_CPP_Q5_0);
+    let (g, tokenizer) = requantised("Q5_0");
+    let result = mixed_reference_disagreements(&g, &tokenizer, LLAMA_CPP_Q5_0);
     only_near_ties(&result, LLAMA_CPP_Q5_0, 3);
 }
 
@@ -844,7 +837,8 @@ fn smollm2_q5_0_reference_follows_llama_cpp_greedy_decode_but_for_near_ties() {
 #[test]
 #[ignore = "needs the peer's Q5_0 model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q5_0_engine_follows_llama_cpp_greedy_decode_but_for_near_ties() {
-    let result = requantised_engine("Q5_0", LLAMA_CPP_Q5_0);
+    let (g, tokenizer) = requantised("Q5_0");
+    let result = mixed_engine_disagreements(&g, &tokenizer, LLAMA_CPP_Q5_0);
     only_near_ties(&result, LLAMA_CPP_Q5_0, 3);
 }
 
@@ -856,28 +850,6 @@ fn smollm2_q5_0_engine_follows_llama_cpp_greedy_decode_but_for_near_ties() {
 #[ignore = "needs the peer's Q4_K_M model (cargo xtask peer && cargo xtask peer quantize)"]
 fn smollm2_q4_k_m_engine_logits_are_the_same_bits_with_native_emission_off() {
     let (g, tokenizer) = requantised("Q4_K_M");
-    let engine = |mode| {
-        let options = weft_plan::Options {
-            mode,
-            cache: weft_plan::CacheLocation::InMemory,
-            ..weft_plan::Options::default()
-        };
-        weft_llm::mixed::Engine::open(&g, 64, options, 2).expect("the engine builds")
-    };
-    let mut on = engine(weft_plan::EmitMode::On);
-    let mut off = engine(weft_plan::EmitMode::Off);
     let ids = tokenizer.encode("def fibonacci(n):", Special::AsText);
-    let mut next = ids[0];
-    for i in 0..32 {
-        let t = ids.get(i).copied().unwrap_or(next);
-        let a = on.step(t).expect("step");
-        let b = off.step(t).expect("step");
-        assert!(
-            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            "step {i}"
-        );
-        next = (0..a.len())
-            .max_by(|&x, &y| a[x].total_cmp(&a[y]).then(y.cmp(&x)))
-            .expect("logits") as u32;
-    }
+    emission_off_keeps_the_bits(&g, &ids);
 }

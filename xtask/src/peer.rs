@@ -340,23 +340,14 @@ fn references() -> Result<(), String> {
     Ok(())
 }
 
-/// This host's CPU as `/proc/cpuinfo` names it (its model name, family and
-/// model), or the target architecture where there is no such file.
+/// This host's CPU: its model name, display family and model
+/// ([`crate::cpu`]).
 fn host() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |key: &str| {
-        info.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_owned())
-        })
-    };
-    match (field("model name"), field("cpu family"), field("model")) {
-        (Some(name), Some(family), Some(model)) => {
-            format!("{name}, family {family} model {model}")
-        }
-        (Some(name), ..) => name,
-        _ => std::env::consts::ARCH.to_owned(),
-    }
+    let (_, family, model) = crate::cpu::identity();
+    format!(
+        "{}, family {family} model {model}",
+        weft_host::Host::detect().model
+    )
 }
 
 /// llama-simple's greedy continuation of `prompt` on `model`, without the

@@ -773,14 +773,11 @@ fn land(e: &mut Emitter, label: &mut CodeLabel) -> Result<(), EmitError> {
     Ok(())
 }
 
-/// The rows of one panel group (`panels` panels from `S_P`), pixels as
-/// the module docs say.
-fn rows(
+/// `body` for every output row of the call's range (`ROW` from
+/// `ROW_START` to `ROW_END`), after [`row_setup`].
+fn each_row(
     e: &mut Emitter,
-    kind: ArmKind,
-    tier: Tier,
-    panels: usize,
-    masked: bool,
+    body: impl FnOnce(&mut Emitter) -> Result<(), EmitError>,
 ) -> Result<(), EmitError> {
     e.asm().mov(ROW, qword_ptr(ARGS + offsets::ROW_START))?;
     while_loop(
@@ -792,34 +789,49 @@ fn rows(
         },
         |e| {
             row_setup(e)?;
-            e.asm().mov(OW, qword_ptr(ARGS + offsets::OW_LO))?;
-            let (width, leftovers) = tier.pixels();
-            let fits = |e: &mut Emitter, h: u64, skip: CodeLabel| -> Result<(), EmitError> {
-                e.asm().lea(rax, ptr(OW + h as i32))?;
-                e.asm().cmp(rax, qword_ptr(ARGS + offsets::OW_HI))?;
-                e.asm().ja(skip)?;
-                Ok(())
-            };
-            while_loop(
-                e,
-                |e, done| fits(e, width, done),
-                |e| {
-                    tile(e, kind, tier, width as usize, panels, false, masked)?;
-                    e.asm().add(OW, width as i32)?;
-                    Ok(())
-                },
-            )?;
-            for &h in leftovers {
-                let mut skip = e.create_label();
-                fits(e, h, skip)?;
-                tile(e, kind, tier, h as usize, panels, false, masked)?;
-                e.asm().add(OW, h as i32)?;
-                land(e, &mut skip)?;
-            }
+            body(e)?;
             e.asm().inc(ROW)?;
             Ok(())
         },
     )
+}
+
+/// The rows of one panel group (`panels` panels from `S_P`), pixels as
+/// the module docs say.
+fn rows(
+    e: &mut Emitter,
+    kind: ArmKind,
+    tier: Tier,
+    panels: usize,
+    masked: bool,
+) -> Result<(), EmitError> {
+    each_row(e, |e| {
+        e.asm().mov(OW, qword_ptr(ARGS + offsets::OW_LO))?;
+        let (width, leftovers) = tier.pixels();
+        let fits = |e: &mut Emitter, h: u64, skip: CodeLabel| -> Result<(), EmitError> {
+            e.asm().lea(rax, ptr(OW + h as i32))?;
+            e.asm().cmp(rax, qword_ptr(ARGS + offsets::OW_HI))?;
+            e.asm().ja(skip)?;
+            Ok(())
+        };
+        while_loop(
+            e,
+            |e, done| fits(e, width, done),
+            |e| {
+                tile(e, kind, tier, width as usize, panels, false, masked)?;
+                e.asm().add(OW, width as i32)?;
+                Ok(())
+            },
+        )?;
+        for &h in leftovers {
+            let mut skip = e.create_label();
+            fits(e, h, skip)?;
+            tile(e, kind, tier, h as usize, panels, false, masked)?;
+            e.asm().add(OW, h as i32)?;
+            land(e, &mut skip)?;
+        }
+        Ok(())
+    })
 }
 
 /// Per row: `S_XB` (the image, plus `S_XPANEL`), `S_IH0` (`oh · stride −
@@ -1002,55 +1014,44 @@ fn border_rows(
     panels: usize,
     masked: bool,
 ) -> Result<(), EmitError> {
-    e.asm().mov(ROW, qword_ptr(ARGS + offsets::ROW_START))?;
-    while_loop(
-        e,
-        |e, done| {
-            e.asm().cmp(ROW, qword_ptr(ARGS + offsets::ROW_END))?;
-            e.asm().jae(done)?;
-            Ok(())
-        },
-        |e| {
-            row_setup(e)?;
-            e.asm().xor(eax, eax)?;
-            e.asm().mov(OW, rax)?;
-            while_loop(
-                e,
-                |e, done| {
-                    e.asm().cmp(OW, qword_ptr(ARGS + offsets::OW_LO))?;
-                    e.asm().jae(done)?;
-                    Ok(())
-                },
-                |e| {
-                    border_block(e, kind, tier, panels, masked)?;
-                    e.asm().inc(OW)?;
-                    Ok(())
-                },
-            )?;
-            // The interior's tiles covered an even width from ow_lo.
-            let a = e.asm();
-            a.mov(OW, qword_ptr(ARGS + offsets::OW_HI))?;
-            a.mov(rax, OW)?;
-            a.sub(rax, qword_ptr(ARGS + offsets::OW_LO))?;
-            a.and(eax, 1)?;
-            a.sub(OW, rax)?;
-            while_loop(
-                e,
-                |e, done| {
-                    e.asm().cmp(OW, qword_ptr(ARGS + offsets::OUT_W))?;
-                    e.asm().jae(done)?;
-                    Ok(())
-                },
-                |e| {
-                    border_block(e, kind, tier, panels, masked)?;
-                    e.asm().inc(OW)?;
-                    Ok(())
-                },
-            )?;
-            e.asm().inc(ROW)?;
-            Ok(())
-        },
-    )
+    each_row(e, |e| {
+        e.asm().xor(eax, eax)?;
+        e.asm().mov(OW, rax)?;
+        while_loop(
+            e,
+            |e, done| {
+                e.asm().cmp(OW, qword_ptr(ARGS + offsets::OW_LO))?;
+                e.asm().jae(done)?;
+                Ok(())
+            },
+            |e| {
+                border_block(e, kind, tier, panels, masked)?;
+                e.asm().inc(OW)?;
+                Ok(())
+            },
+        )?;
+        // The interior's tiles covered an even width from ow_lo.
+        let a = e.asm();
+        a.mov(OW, qword_ptr(ARGS + offsets::OW_HI))?;
+        a.mov(rax, OW)?;
+        a.sub(rax, qword_ptr(ARGS + offsets::OW_LO))?;
+        a.and(eax, 1)?;
+        a.sub(OW, rax)?;
+        while_loop(
+            e,
+            |e, done| {
+                e.asm().cmp(OW, qword_ptr(ARGS + offsets::OUT_W))?;
+                e.asm().jae(done)?;
+                Ok(())
+            },
+            |e| {
+                border_block(e, kind, tier, panels, masked)?;
+                e.asm().inc(OW)?;
+                Ok(())
+            },
+        )?;
+        Ok(())
+    })
 }
 
 /// One border pixel `OW` × `panels` panels from `BP`: accumulators
