@@ -20,10 +20,12 @@
 //!   it validates and races anew) for `weft_conv::site(g, w, bias)`: the
 //!   filter is a plan-time constant, packed once at plan time. Run by
 //!   `SiteKernel::run` on a one-thread and a two-thread executor;
-//! - **every twin** of the site's arm that the host runs, emitted for the
-//!   arm's offer and checked against the arm by the family's `TwinCheck`
-//!   (a refused twin is not timed), called directly, one thread;
-//! - **the arm**, built by Cranelift, called directly, one thread;
+//! - **every twin** of each arm that offers the site (`conv.direct`'s
+//!   direct arm and, at 3×3 stride 1, its Winograd arm) that the host
+//!   runs, emitted for that arm's offer and checked against the arm by its
+//!   `TwinCheck` (a refused twin is not timed), called directly, one
+//!   thread;
+//! - **the arms**, built by Cranelift, called directly, one thread;
 //! - **the FMA loop** of [`crate::peaks`] (one thread; two threads' peak
 //!   is taken as twice it);
 //! - **the unfused chain** (`Im2col`), for the shapes of one group: im2col,
@@ -34,10 +36,11 @@
 //!   its own process and rounds; its output must be within 1e-4 of
 //!   `Σ|x·w| + |bias|` of Weft's at every output, or it is left out.
 //!
-//! Before timing, per shape: the planner's output (one thread) is checked
-//! bit for bit against `weft_conv::reference` over the whole output, and
-//! every other body (each twin, the arm, the plan on two threads) must
-//! give exactly its bits.
+//! Before timing, per shape: every body (the plan at 1 and 2 threads, each
+//! twin, each arm) is checked bit for bit over the whole output against
+//! the reference of its own contract: `weft_conv::reference` for the
+//! direct arm's bodies, `weft_conv::winograd::reference` for the Winograd
+//! arm's (a plan whose pick is a Winograd body included).
 //!
 //! Protocol (as `bench gemm`'s): every candidate is warmed up and its calls
 //! per sample calibrated (about [`SAMPLE_SECS`], at least one call), then
@@ -47,21 +50,31 @@
 //! padding's taps included, as convolution benchmarks count them); `of
 //! peak` counts only the flops performed — taps in the padding are
 //! skipped, not multiplied — over the FMA loop's rate × threads (counting
-//! them put a 7 × 7 body above the peak).
+//! them put a 7 × 7 body above the peak). A Winograd body (and a pick that
+//! is one) performs other flops: its `of peak` counts its products' FMAs
+//! alone, `2 · 16 · tiles · cin · cout` with `tiles = ⌈out_h/2⌉ ·
+//! ⌈out_w/2⌉`, the transforms' adds left out (so it is a lower bound of
+//! the work done).
 //!
 //! The last line is the summary: `bench conv: vs_onnxruntime_1t=…
 //! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=…
 //! worst_vs_onnxruntime_1t=… worst_vs_onnxruntime_2t=…
-//! planner_vs_best_twin=… depthwise_gflops_1t=…` — onnxruntime's median
+//! planner_vs_best_twin=… depthwise_gflops_1t=… winograd_vs_direct=…` —
+//! onnxruntime's median
 //! over the planner's pick's, the geometric mean over the shapes at 1 and
 //! 2 threads (above 1: Weft is faster; `absent` without `--peer`); the
 //! geometric mean of the planner's pick's fraction of the FMA peak at the
-//! 3×3 stride-1 shapes (every one has ≥ 64 channels); `vs_im2col`, the
+//! 3×3 stride-1 shapes (every one has ≥ 64 channels; the pick's own body,
+//! counting the flops that body performs: a Winograd pick's products'
+//! FMAs, as above); `vs_im2col`, the
 //! unfused chain's one-thread median over the pick's, geometric mean over
 //! the shapes a GEMM can compute (one group; see `Im2col`); the worst shape's
-//! ratio to onnxruntime; the planner's median over the best twin's (one
-//! thread, worst shape); and the smallest GFLOP/s at the depthwise shapes
-//! (9 flops per loaded float: far from the FMA peak by construction).
+//! ratio to onnxruntime; the planner's median over the best twin's of the
+//! pick's own contract (one thread, worst shape); the smallest GFLOP/s at
+//! the depthwise shapes (9 flops per loaded float: far from the FMA peak
+//! by construction); and `winograd_vs_direct`, the best direct twin's
+//! median over the best Winograd twin's, geometric mean over the 3×3
+//! stride-1 shapes (one thread; above 1: Winograd is faster).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -190,6 +203,10 @@ enum Kind {
     Planner,
     Twin,
     Arm,
+    /// A twin of `conv.direct`'s Winograd arm (its own contract).
+    WinoTwin,
+    /// The Winograd arm.
+    WinoArm,
     Peak,
     /// onnxruntime, in its own process (`--peer`).
     Peer,
@@ -291,13 +308,16 @@ struct Candidate<'a> {
     kind: Kind,
     threads: u64,
     runner: Runner<'a>,
+    /// Which of the shape's packed filters it reads (`Operands::filters`).
+    filter: usize,
 }
 
-/// x, the packed filter and y of one shape.
+/// x, the packed filters and y of one shape: the plan's, then each arm's
+/// offer's (the direct layout, the Winograd layout).
 struct Operands {
     g: ConvGeometry,
     x: Vec<f32>,
-    filter: PackedFilter,
+    filters: Vec<PackedFilter>,
     y: Vec<f32>,
 }
 
@@ -331,7 +351,8 @@ fn sample(c: &Candidate<'_>, x: &mut Operands, reps: usize) -> Result<f64, Strin
             }
         }
         conv => {
-            let args = ConvArgs::new(&x.g, &x.x, &x.filter, &mut x.y).map_err(|e| e.to_string())?;
+            let args = ConvArgs::new(&x.g, &x.x, &x.filters[c.filter], &mut x.y)
+                .map_err(|e| e.to_string())?;
             for _ in 0..reps {
                 match conv {
                     // SAFETY: `args` was checked against x, the packed
@@ -376,10 +397,29 @@ struct Measured {
     flops: f64,
     /// The flops performed ([`Shape::useful_flops`]): the peak fractions'.
     useful: f64,
+    /// The flops a Winograd body performs: its products' FMAs only
+    /// (`2 · 16 · tiles · cin · cout`), the transforms' adds left out.
+    wino_useful: f64,
+    /// Whether the planner's pick is a Winograd body.
+    pick_winograd: bool,
     rows: Vec<(String, Kind, u64, f64)>,
 }
 
 impl Measured {
+    /// The flops the bodies of `kind` perform (the pick's: its body's).
+    fn performed(&self, kind: Kind) -> f64 {
+        let wino = match kind {
+            Kind::WinoTwin | Kind::WinoArm => true,
+            Kind::Planner => self.pick_winograd,
+            _ => false,
+        };
+        if wino {
+            self.wino_useful
+        } else {
+            self.useful
+        }
+    }
+
     fn best(&self, kind: Kind, threads: u64) -> Option<f64> {
         self.rows
             .iter()
@@ -426,26 +466,19 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         .kernel::<ConvArgs>(0)
         .map_err(|e| format!("the plan's kernel: {e}"))?;
     let filter = PackedFilter::from_site(cs.packed("w"), &g).map_err(|e| e.to_string())?;
+    let pick_winograd = filter.is_winograd();
     let mut x = Operands {
         g,
         x: values(g.x_len(), seed + 2),
-        filter,
+        filters: vec![filter],
         y: vec![0.0; g.y_len(&s)],
     };
-    // The arm that offers the site, its body and its twins' (checked).
+    // The arms that offer the site (the direct one, and the Winograd one
+    // where it serves), their bodies and their twins' (checked).
     let entry = weft_conv::entries()
         .into_iter()
         .find(|e| e.family.name() == site.family.name())
         .ok_or("no family for the site")?;
-    let arm = &entry.arms[0];
-    let offer = arm
-        .arm
-        .offer(&site, &b.host)
-        .map_err(|e| format!("{}: {e}", arm.arm.name()))?;
-    let arm_code = arm
-        .arm
-        .build(&offer, Isa::of_target())
-        .map_err(|e| e.to_string())?;
     let place = |code: &weft_kernel::NativeCode| -> Result<Kernel<ConvArgs>, String> {
         // SAFETY: arms and twins of the conv families promise (their
         // unsafe traits) a leaf-ABI body for `ConvArgs`.
@@ -458,6 +491,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             kind: Kind::Peak,
             threads: 1,
             runner: Runner::Peak(p),
+            filter: 0,
         });
     }
     for (threads, exec) in [(1, &b.one), (2, &b.two)] {
@@ -466,44 +500,71 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             kind: Kind::Planner,
             threads,
             runner: Runner::Planner(&kernel, exec),
+            filter: 0,
         });
     }
-    for twin in &arm.twins {
-        if twin.isa() != Isa::of_target()
-            || weft_kernel::require_features(&b.host, twin.requires()).is_err()
-        {
-            continue;
-        }
-        let code = twin.emit(&offer).map_err(|e| e.to_string())?;
-        let judged = arm.check.check(
-            Judged {
-                name: arm.arm.name(),
-                code: &arm_code,
-            },
-            Judged {
-                name: twin.name(),
-                code: &code,
-            },
-            &offer,
-            &b.host,
-            0x5eed_c0de,
+    for arm in &entry.arms {
+        let offer = match arm.arm.offer(&site, &b.host) {
+            Ok(o) => o,
+            Err(e) => {
+                println!("  {}: does not serve the site: {e}", arm.arm.name());
+                continue;
+            }
+        };
+        let arm_code = arm
+            .arm
+            .build(&offer, Isa::of_target())
+            .map_err(|e| e.to_string())?;
+        x.filters.push(
+            PackedFilter::from_site(offer.packed.iter().find(|p| p.name == "w"), &g)
+                .map_err(|e| e.to_string())?,
         );
-        match judged {
-            Ok(_) => cands.push(Candidate {
-                name: twin.name().to_owned(),
-                kind: Kind::Twin,
-                threads: 1,
-                runner: Runner::Body(place(&code)?),
-            }),
-            Err(e) => println!("  {}: REFUSED by the check: {e}", twin.name()),
+        let filter = x.filters.len() - 1;
+        let wino = x.filters[filter].is_winograd();
+        let (twin_kind, arm_kind) = if wino {
+            (Kind::WinoTwin, Kind::WinoArm)
+        } else {
+            (Kind::Twin, Kind::Arm)
+        };
+        for twin in &arm.twins {
+            if twin.isa() != Isa::of_target()
+                || weft_kernel::require_features(&b.host, twin.requires()).is_err()
+            {
+                continue;
+            }
+            let code = twin.emit(&offer).map_err(|e| e.to_string())?;
+            let judged = arm.check.check(
+                Judged {
+                    name: arm.arm.name(),
+                    code: &arm_code,
+                },
+                Judged {
+                    name: twin.name(),
+                    code: &code,
+                },
+                &offer,
+                &b.host,
+                0x5eed_c0de,
+            );
+            match judged {
+                Ok(_) => cands.push(Candidate {
+                    name: twin.name().to_owned(),
+                    kind: twin_kind,
+                    threads: 1,
+                    runner: Runner::Body(place(&code)?),
+                    filter,
+                }),
+                Err(e) => println!("  {}: REFUSED by the check: {e}", twin.name()),
+            }
         }
+        cands.push(Candidate {
+            name: arm.arm.name().to_owned(),
+            kind: arm_kind,
+            threads: 1,
+            runner: Runner::Body(place(&arm_code)?),
+            filter,
+        });
     }
-    cands.push(Candidate {
-        name: arm.arm.name().to_owned(),
-        kind: Kind::Arm,
-        threads: 1,
-        runner: Runner::Body(place(&arm_code)?),
-    });
     // The unfused chain, where a GEMM can compute the convolution (one
     // group).
     let chain = if g.groups == 1 {
@@ -540,13 +601,25 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
                 kind: Kind::Chain,
                 threads,
                 runner: Runner::Chain(c, exec),
+                filter: 0,
             });
         }
     }
-    // Correctness: the plan against the reference, everything else
-    // against the plan, bit for bit.
+    // Correctness: every body against its contract's reference, bit for
+    // bit (the direct one, or the Winograd arm's own).
     let mut want = vec![0.0f32; g.y_len(&s)];
     reference::conv2d(&g, &x.x, &w, Some(&bias), &mut want, 0..g.batch * s.out_h);
+    let mut want_wino = vec![0.0f32; g.y_len(&s)];
+    if weft_conv::winograd::serves(&g).is_ok() {
+        weft_conv::winograd::reference::conv2d(
+            &g,
+            &x.x,
+            &w,
+            Some(&bias),
+            &mut want_wino,
+            0..g.batch * s.out_h,
+        );
+    }
     // Σ|x·w| + |bias| at every output: the tolerance of the candidates
     // that round otherwise (the chain, onnxruntime).
     let abs = |v: &[f32]| v.iter().map(|e| e.abs()).collect::<Vec<f32>>();
@@ -582,6 +655,11 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
     {
         x.y.fill(f32::NAN);
         sample(c, &mut x, 1)?;
+        let want = if x.filters[c.filter].is_winograd() {
+            &want_wino
+        } else {
+            &want
+        };
         if let Some(i) = (0..want.len()).find(|&i| x.y[i].to_bits() != want[i].to_bits()) {
             return Err(format!(
                 "{} at {} thread(s) gives y[{i}] = {}, the reference {}",
@@ -629,9 +707,12 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             ),
         }
     }
+    let (th, tw) = (s.out_h.div_ceil(2), s.out_w.div_ceil(2));
     let m = Measured {
         flops: shape.flops(),
         useful: shape.useful_flops(),
+        wino_useful: 2.0 * (16 * g.batch * th * tw * g.cin * g.cout) as f64,
+        pick_winograd,
         rows,
     };
     let peak = |threads: u64| -> Option<f64> {
@@ -648,8 +729,9 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         } else {
             m.flops / secs
         };
-        // Of the peak: the flops performed, padding taps left out.
-        let of = peak(*threads).map(|p| rate * m.useful / m.flops / p);
+        // Of the peak: the flops performed, padding taps left out (a
+        // Winograd body's: its products' FMAs).
+        let of = peak(*threads).map(|p| rate * m.performed(*kind) / m.flops / p);
         println!(
             "  {:<42} {:>3} {:>11.4} {:>8.1} {:>8}",
             name,
@@ -724,10 +806,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut peak_3x3 = Vec::new();
     let mut vs_chain = Vec::new();
     let mut dw_gflops: Option<f64> = None;
+    let mut wino_vs_direct = Vec::new();
     for (i, shape) in shapes().iter().enumerate() {
         let m = measure(&mut bench, shape, 0x2545_F491 + 17 * i as u64)?;
         let pick = m.best(Kind::Planner, 1);
-        let best = m.best(Kind::Twin, 1).or(m.best(Kind::Arm, 1));
+        // The best body of the pick's own contract.
+        let best = if m.pick_winograd {
+            m.best(Kind::WinoTwin, 1).or(m.best(Kind::WinoArm, 1))
+        } else {
+            m.best(Kind::Twin, 1).or(m.best(Kind::Arm, 1))
+        };
         if let (Some(p), Some(b)) = (pick, best) {
             worst_pick = Some(worst_pick.map_or(p / b, |w: f64| w.max(p / b)));
         }
@@ -746,8 +834,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 dw_gflops = Some(dw_gflops.map_or(rate / 1e9, |d: f64| d.min(rate / 1e9)));
             } else if shape.what == "resnet 3x3" {
                 if let Some(pt) = m.best(Kind::Peak, 1) {
-                    peak_3x3.push(m.useful / p / (pf / pt));
+                    peak_3x3.push(m.performed(Kind::Planner) / p / (pf / pt));
                 }
+            }
+        }
+        if shape.what == "resnet 3x3" {
+            if let (Some(d), Some(wt)) = (m.best(Kind::Twin, 1), m.best(Kind::WinoTwin, 1)) {
+                println!(
+                    "  winograd vs direct: best direct twin {:.4} ms, best Winograd twin {:.4} ms: {:.2}x",
+                    d * 1e3,
+                    wt * 1e3,
+                    d / wt
+                );
+                wino_vs_direct.push(d / wt);
             }
         }
     }
@@ -758,7 +857,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let worst = |v: &[f64]| v.iter().copied().reduce(f64::min);
     println!(
-        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={}",
+        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={} winograd_vs_direct={}",
         opt(geomean(&vs_ort[0])),
         opt(geomean(&vs_ort[1])),
         fmt_fraction(geomean(&peak_3x3)),
@@ -767,6 +866,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         opt(worst(&vs_ort[1])),
         opt(worst_pick),
         opt(dw_gflops),
+        opt(geomean(&wino_vs_direct)),
     );
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! Every candidate of the families that exist — the `q8_0.matvec` arm and
 //! its x64 twins, the `q8_0.matmul` arm and its x64 twins (at a prompt
 //! chunk's products), the exp and erf arms and their x64 twins, the three
-//! `f32.gemm` arms and their x64 twins — is priced by
+//! `f32.gemm` arms and their x64 twins, the convolution arms and their x64
+//! twins — is priced by
 //! `CostModel::for_host` with the nest it states (`Arm::nest`,
 //! `Twin::nest`) and measured, at geometries from L1-resident to
 //! DRAM-resident (ragged ones included).
@@ -21,6 +22,18 @@
 //! prices prefer. Each body is run once on the site's operands and must
 //! give the first arm's bits before it is measured. The GEMM rows take
 //! under 10 s of the run (all rounds) on a 2-core host.
+//!
+//! # Convolution rows
+//!
+//! `conv.direct` and `conv.depthwise` (NHWC, bias and ReLU fused, batch 1)
+//! at eight geometries: 3×3 stride 1 at 28×28×64, 14×14×128 and 7×7×256
+//! (the short rows), a 1×1 at 28×28×64→128, a 7×7 stride-2 stem of three
+//! channels, a ragged 13×13×17→33 stride 2, and two depthwise 3×3 (stride
+//! 1 and 2). Every arm of the site's family that serves the geometry and
+//! every x64 twin of it the host runs is a candidate; arms may carry
+//! contracts of their own, so each body must give its own arm's bits. The
+//! rows score which tile, and where a family has several arms, which
+//! arithmetic, the prices prefer. Residency is priced as for the GEMM rows.
 //!
 //! Residency differs from the other families: a GEMM reuses its operands
 //! many times within a call, and the shapes here are a layer's weights
@@ -87,8 +100,8 @@
 //!
 //! A line before the last scores the arm-vs-arm decisions the same way
 //! (`arm_pairs`, `arm_decision`: pairs of two arms at one geometry, only
-//! `f32.gemm` has several), and one line per `f32.gemm` geometry gives
-//! the arm and the body picked against the measured fastest.
+//! `f32.gemm` has several), and one line per `f32.gemm` and convolution
+//! geometry gives the arm and the body picked against the measured fastest.
 //!
 //! Then the earlier figures, over every candidate:
 //!
@@ -132,8 +145,9 @@
 //! `apt-get install llvm-16` (`.ci/run` installs it).
 //!
 //! `--quick` runs fewer rounds; `--only=WORD` measures only the geometries
-//! (`16x1024x1`, `elementwise.exp len=1000`, `f32.gemm m=4 n=1536 k=576`)
-//! containing WORD (`--only=gemm`: the GEMM rows alone).
+//! (`16x1024x1`, `elementwise.exp len=1000`, `f32.gemm m=4 n=1536 k=576`,
+//! `conv.direct 28x28x64->64 k3 s1`) containing WORD (`--only=gemm`: the
+//! GEMM rows alone; `--only=conv`: the convolution rows).
 //!
 //! The last line is
 //! `cost-accuracy: twin_pairs=N twin_decision=D regret=G spearman_within=S l1_error=E pairs=N decision=D unseparated=U spearman=R closer_than_roofline=K mca_l1_error=M mcpu=NAME calibrated_here=yes|no`.
@@ -222,6 +236,22 @@ const GEMM_SHAPES: &[(usize, usize, usize)] = &[
     (256, 256, 256),
     (512, 512, 512),
     (784, 128, 1152),
+];
+
+/// A convolution geometry of the rows: `(batch, size, cin, cout, k,
+/// stride, pad, depthwise)`.
+type ConvShape = (u64, u64, u64, u64, u64, u64, u64, bool);
+
+/// Convolution geometries, NHWC, bias and ReLU fused (module docs).
+const CONV_SHAPES: &[ConvShape] = &[
+    (1, 28, 64, 64, 3, 1, 1, false),
+    (1, 14, 128, 128, 3, 1, 1, false),
+    (1, 7, 256, 256, 3, 1, 1, false),
+    (1, 28, 64, 128, 1, 1, 0, false),
+    (1, 56, 3, 32, 7, 2, 3, false),
+    (1, 13, 17, 33, 3, 2, 1, false),
+    (1, 56, 32, 32, 3, 1, 1, true),
+    (1, 28, 144, 144, 3, 2, 1, true),
 ];
 
 /// The `--only=WORD` filter (a geometry or family substring), if given.
@@ -904,6 +934,157 @@ fn gemm_rows(
     Ok(())
 }
 
+/// A placed convolution body and the arguments it is measured with.
+struct ConvCall {
+    kernel: Kernel<weft_conv::ConvArgs>,
+    args: weft_conv::ConvArgs,
+}
+
+impl ConvCall {
+    fn call(&self) {
+        // SAFETY: `args` was built by `ConvArgs::new`, which checked every
+        // extent against x, the packed filter and y; the caller keeps those
+        // buffers alive and untouched while it runs, and the body honours
+        // the ConvArgs leaf ABI (weft-conv's tests validate every arm and
+        // twin against the reference).
+        unsafe { self.kernel.call(&self.args) };
+    }
+}
+
+/// Convolution rows: every arm of the site's family that serves the
+/// geometry and each x64 twin of it the host runs, priced and measured at
+/// one site. Arms may have contracts of their own, so each body is checked
+/// against its own arm's bits.
+fn conv_rows(
+    host: &Host,
+    models: &Models,
+    rounds: usize,
+    rows_out: &mut Vec<Row>,
+    mca: &mut McaCache,
+) -> Result<(), String> {
+    use weft_conv::arm::{ArmKind as ConvKind, ConvArm};
+    use weft_conv::{Activation, ConvArgs, ConvGeometry, PackedFilter};
+    let err = |e: weft_kernel::Refusal| e.to_string();
+    for &(batch, size, cin, cout, k, stride, pad, dw) in CONV_SHAPES {
+        let mut g =
+            ConvGeometry::square(batch, size, cin, cout, k, stride, pad).with_act(Activation::Relu);
+        if dw {
+            g = g.depthwise(cin);
+        }
+        let family = weft_conv::family_of(&g);
+        let geometry = format!(
+            "{}{size}x{size}x{cin}->{cout} k{k} s{stride}",
+            if dw { "dw " } else { "" }
+        );
+        if !selected(&format!("{family} {geometry}")) {
+            continue;
+        }
+        let shape = g.check().map_err(|e| e.to_string())?;
+        let mut rng = Rng(0xc0ffee ^ (size * 131 + cin * 7 + cout));
+        let x: Vec<f32> = (0..g.x_len()).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let w: Vec<f32> = (0..g.w_len()).map(|_| rng.uniform(-0.5, 0.5)).collect();
+        let bias: Vec<f32> = (0..cout).map(|_| rng.uniform(-0.1, 0.1)).collect();
+        // Written now (not zero pages), so no call takes a page fault.
+        let mut y = vec![1f32; g.y_len(&shape)];
+        let site = weft_conv::site(&g, &w, Some(&bias)).map_err(|e| e.to_string())?;
+        // Each arm's packed filter, alive while its bodies run.
+        let mut filters = Vec::new();
+        let mut cands: Vec<Candidate<ConvCall>> = Vec::new();
+        let mut residency = Residency::Cached;
+        for kind in ConvKind::ALL {
+            if kind.family() != family {
+                continue;
+            }
+            let arm = ConvArm(kind);
+            let offer = match weft_conv::arm::offer(kind, &site) {
+                Err(r) if r.name() == "unsupported-geometry" => continue,
+                other => other.map_err(err)?,
+            };
+            residency = gemm_residency(&models.host, offer.bytes_moved);
+            let filter = PackedFilter::from_site(offer.packed.first(), &g).map_err(err)?;
+            let args = ConvArgs::new(&g, &x, &filter, &mut y).map_err(err)?;
+            // The packed lines live on the heap: moving `filter` keeps them put.
+            filters.push(filter);
+            let code = arm.build(&offer, Isa::X86_64).map_err(err)?;
+            // SAFETY: the arm's body honours the ConvArgs leaf ABI.
+            let kernel = unsafe { Kernel::<ConvArgs>::from_native(&code) }.map_err(err)?;
+            let (priced, unscheduled) = price(
+                models,
+                arm.name(),
+                &code,
+                &arm.nest(&offer),
+                &offer,
+                residency,
+            )?;
+            cands.push(Candidate {
+                name: arm.name(),
+                arm: arm.name(),
+                kernel: ConvCall { kernel, args },
+                priced,
+                unscheduled,
+                code,
+            });
+            for twin in weft_conv::twin_x64::twins(kind) {
+                if twin.isa() != Isa::X86_64
+                    || weft_kernel::require_features(host, twin.requires()).is_err()
+                {
+                    continue;
+                }
+                let code = twin.emit(&offer).map_err(err)?;
+                // SAFETY: the convolution twins are validated bit for bit
+                // against their arm and honour the leaf ABI (weft-conv's
+                // tests); the check below runs each once here too.
+                let kernel = unsafe { Kernel::<ConvArgs>::from_native(&code) }.map_err(err)?;
+                let (priced, unscheduled) = price(
+                    models,
+                    twin.name(),
+                    &code,
+                    &twin.nest(&offer),
+                    &offer,
+                    residency,
+                )?;
+                cands.push(Candidate {
+                    name: twin.name(),
+                    arm: arm.name(),
+                    kernel: ConvCall { kernel, args },
+                    priced,
+                    unscheduled,
+                    code,
+                });
+            }
+        }
+        if cands.is_empty() {
+            return Err(format!("{family} {geometry}: no arm serves it"));
+        }
+        // A body that disagrees with its arm would be measured doing other
+        // work; arms of other contracts give other bits.
+        let mut want: BTreeMap<&'static str, Vec<u32>> = BTreeMap::new();
+        for cand in &cands {
+            cand.kernel.call();
+            let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+            let w = want.entry(cand.arm).or_insert_with(|| got.clone());
+            if *w != got {
+                return Err(format!(
+                    "{family} {geometry}: {} does not give {}'s bits",
+                    cand.name, cand.arm
+                ));
+            }
+        }
+        let streamed = residency == Residency::Streamed;
+        let l1 = cands[0].priced.level == MemoryLevel::L1;
+        let measured = measure_interleaved(&cands, rounds, l1, |c: &ConvCall| {
+            c.call();
+            black_box(c.args.y);
+        });
+        for (cand, t) in cands.iter().zip(measured) {
+            rows_out.push(row(family, cand, geometry.clone(), streamed, t, mca));
+        }
+        // The bodies read these until here.
+        drop((filters, x, w, y));
+    }
+    Ok(())
+}
+
 fn row<K>(
     family: &'static str,
     c: &Candidate<K>,
@@ -1541,26 +1722,36 @@ fn summarize(rows: &[Row]) -> Summary {
     }
 }
 
-/// One line per `f32.gemm` geometry: the arm and the body the planner's
+/// One line per geometry of the families `label` names (`gemm`: `f32.gemm`;
+/// `conv`: both convolution families): the arm and the body the planner's
 /// two stages pick against the measured fastest, and the regret; then
-/// the GEMM rows' own decision figures.
-fn print_gemm_decisions(rows: &[Row], seconds: f64) {
-    let short = |r: &Row| r.candidate.trim_start_matches("f32.gemm.").to_owned();
-    let gemm: Vec<Row> = rows
+/// those rows' own decision figures.
+fn print_decisions(label: &str, families: &[&str], rows: &[Row], seconds: f64) {
+    let short = |r: &Row| {
+        families
+            .iter()
+            .fold(r.candidate, |c, f| {
+                c.strip_prefix(*f)
+                    .and_then(|c| c.strip_prefix('.'))
+                    .unwrap_or(c)
+            })
+            .to_owned()
+    };
+    let ours: Vec<Row> = rows
         .iter()
-        .filter(|r| r.family == weft_gemm::FAMILY)
+        .filter(|r| families.contains(&r.family))
         .cloned()
         .collect();
-    if gemm.is_empty() {
+    if ours.is_empty() {
         return;
     }
-    for g in by_geometry(&gemm) {
+    for g in by_geometry(&ours) {
         let (arm, body, raced) = stages(&g, Tie::Race);
         let arms: Vec<&Row> = g.iter().copied().filter(|r| r.candidate == r.arm).collect();
         let fast_arm = fastest(&arms);
         let best = fastest(&g);
         println!(
-            "gemm {}: arm {} (fastest arm {}{}); body {} {:.0}/{:.0} (fastest {} {:.0}/{:.0}){}; \
+            "{label} {}: arm {} (fastest arm {}{}); body {} {:.0}/{:.0} (fastest {} {:.0}/{:.0}){}; \
              regret {:.1}%",
             g[0].geometry,
             arm.map_or("-".to_owned(), short),
@@ -1580,10 +1771,10 @@ fn print_gemm_decisions(rows: &[Row], seconds: f64) {
             100.0 * regret(&g, Tie::Race)
         );
     }
-    let s = summarize(&gemm);
+    let s = summarize(&ours);
     let opt = |v: Option<f64>| v.map_or("n/a".into(), |e| format!("{e:.3}"));
     println!(
-        "gemm rows ({seconds:.0} s; priced/measured cycles above): twin_pairs={} ({} tied) \
+        "{label} rows ({seconds:.0} s; priced/measured cycles above): twin_pairs={} ({} tied) \
          twin_decision={} arm_pairs={} ({} tied) arm_decision={} regret={} (raced at {}; the \
          first listed of the tied instead: {}) spearman_within={} spearman={:.3}",
         s.twin_pairs,
@@ -1661,6 +1852,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let t = std::time::Instant::now();
     gemm_rows(&host, &models, rounds, &mut rows, &mut mca)?;
     let gemm_seconds = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    conv_rows(&host, &models, rounds, &mut rows, &mut mca)?;
+    let conv_seconds = t.elapsed().as_secs_f64();
     println!(
         "{:<17} {:<34} {:<16} {:<9} {:>13} {:>13} {:>7} {:>13} {:>7}",
         "family",
@@ -1708,7 +1902,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             );
         }
     }
-    print_gemm_decisions(&rows, gemm_seconds);
+    print_decisions("gemm", &[weft_gemm::FAMILY], &rows, gemm_seconds);
+    print_decisions(
+        "conv",
+        &[weft_conv::DIRECT, weft_conv::DEPTHWISE],
+        &rows,
+        conv_seconds,
+    );
     println!(
         "issue rate of an add/vector-add mix: {issue_before:.1} per cycle before, {:.1} after \
          (6 when the core is not shared with a busy sibling)",

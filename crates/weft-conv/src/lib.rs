@@ -66,6 +66,17 @@
 //!   the taps of 16 channels contiguous ([`pack::DEPTHWISE_LAYOUT`]),
 //!   vector over channels, one pixel at a time.
 //!
+//! - `conv.direct`, second arm `conv.direct.winograd` ([`winograd`]): for
+//!   3 × 3, stride 1, dilation 1 (`cin ≤ 512`), Winograd F(2 × 2, 3 × 3)
+//!   with **its own contract** (the padding read as +0 inside a 4 × 4
+//!   input tile, `V = Bᵀ d B`, `U = G g Gᵀ` packed at plan time
+//!   ([`pack::WINOGRAD_LAYOUT`]), per position a sequential FMA over `ci`
+//!   from +0, `Y = Aᵀ M A`, then `act(Y + bias)`, every add in a fixed
+//!   order): other bits than the direct arm's, so the planner chooses
+//!   between the two arms by the price of their bytes (stage 1), then
+//!   among the chosen arm's bodies. AVX-512 (7 tiles × 32 channels) and
+//!   AVX2 (6 × 16) twins; no NEON twin yet (on arm64 the arm alone).
+//!
 //! Grouped convolutions with `1 < groups < cin` (or a channel multiplier
 //! above one) have a reference and a contract but no arm yet: both arms
 //! refuse them by name (`unsupported-geometry`).
@@ -80,6 +91,11 @@
 //! any split.
 //!
 //! # Example
+//!
+//! One layer through the planner (`examples/cnn.rs` runs a three-layer
+//! CNN — 3×3 convolution with ReLU, depthwise, pointwise — from weights in
+//! a file it writes, checking each layer against the reference:
+//! `cargo run --release -p weft-conv --example cnn`):
 //!
 //! ```no_run
 //! use weft_conv::{Activation, ConvArgs, ConvGeometry, PackedFilter};
@@ -108,6 +124,7 @@ pub mod reference;
 pub mod twin_a64;
 pub mod twin_x64;
 pub mod validation;
+pub mod winograd;
 
 #[cfg(test)]
 mod tests;
@@ -750,8 +767,9 @@ impl ConvArgs {
     }
 }
 
-/// The two families as a planner registers them: `conv.direct` and
-/// `conv.depthwise`, one arm each, with its x64 twins (the planner keeps
+/// The two families as a planner registers them: `conv.direct` (the
+/// direct arm, shipped, then the Winograd arm, [`winograd`]) and
+/// `conv.depthwise` (one arm), each arm with its twins (the planner keeps
 /// those the host runs; on other ISAs the arm alone), its check and its
 /// micro-race bench.
 pub fn entries() -> Vec<weft_kernel::FamilyEntry> {
@@ -763,16 +781,20 @@ pub fn entry(kind: arm::ArmKind) -> weft_kernel::FamilyEntry {
     use std::sync::Arc;
     use weft_kernel::ArmEntry;
     use weft_validate::Checker;
+    let mut arms = vec![ArmEntry::new(
+        Arc::new(arm::ConvArm(kind)),
+        twin_x64::twins(kind)
+            .into_iter()
+            .chain(twin_a64::twins(kind))
+            .collect(),
+        Arc::new(Checker(validation::ConvValidation(kind))),
+        Some(Arc::new(validation::ConvBench(kind))),
+    )];
+    if kind == arm::ArmKind::Direct {
+        arms.push(winograd::arm_entry());
+    }
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(kind.family()),
-        arms: vec![ArmEntry::new(
-            Arc::new(arm::ConvArm(kind)),
-            twin_x64::twins(kind)
-                .into_iter()
-                .chain(twin_a64::twins(kind))
-                .collect(),
-            Arc::new(Checker(validation::ConvValidation(kind))),
-            Some(Arc::new(validation::ConvBench(kind))),
-        )],
+        arms,
     }
 }

@@ -15,6 +15,14 @@
 //!   the line `panels + (p · k_h + kh) · k_w + kw` holds
 //!   `w[16p + lane, kh, kw, 0]`.
 //!
+//! - [`WINOGRAD_LAYOUT`] (the Winograd arm of `conv.direct`): the bias in
+//!   `2 · ⌈cout / 32⌉` lines, then the transformed filter `U = G g Gᵀ`
+//!   (computed here, at plan time, in the order
+//!   [`crate::winograd::filter_transform`] fixes): for position `ξ`
+//!   (0–15), panel `p` of 32 output channels and input channel `ci`, the
+//!   two lines `bias + ((ξ · ⌈cout/32⌉ + p) · cin + ci) · 2 + h` hold
+//!   `U[ξ][ci][32p + 16h + lane]`.
+//!
 //! Lanes past `cout` are `+0.0`, so a body may compute a ragged panel's
 //! whole line and store only the channels that exist. Storage is 64-byte
 //! aligned.
@@ -24,7 +32,10 @@ use std::sync::Arc;
 use weft_kernel::{PackedOperand, Refusal};
 
 use crate::arm::ArmKind;
+use crate::winograd;
 use crate::{bad, ConvGeometry, PANEL};
+
+pub use crate::winograd::WINOGRAD_LAYOUT;
 
 /// The direct arm's layout name, as offers and twins check it.
 pub const DIRECT_LAYOUT: &str = "conv.direct.bias+panels16";
@@ -41,6 +52,9 @@ struct Line([f32; PANEL]);
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedFilter {
     kind: ArmKind,
+    /// Packed for the Winograd arm of `conv.direct` (then `kind` is
+    /// `Direct`).
+    winograd: bool,
     lines: Vec<Line>,
     cout: u64,
     cin_g: u64,
@@ -93,12 +107,90 @@ impl PackedFilter {
         }
         Ok(PackedFilter {
             kind,
+            winograd: false,
             lines,
             cout: g.cout,
             cin_g: cin_g as u64,
             k_h: g.k_h,
             k_w: g.k_w,
         })
+    }
+
+    /// Pack the OHWI filter `w` and the optional `bias` for the Winograd
+    /// arm ([`WINOGRAD_LAYOUT`]): the filter transform runs here, once.
+    /// Refused by name as [`PackedFilter::pack`] refuses, and for
+    /// geometries the Winograd arm does not serve.
+    pub fn pack_winograd(
+        g: &ConvGeometry,
+        w: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Result<PackedFilter, Refusal> {
+        winograd::serves(g)?;
+        g.check()?;
+        if w.len() != g.w_len() {
+            return Err(bad(
+                "w",
+                format!("{} elements, a {:?} filter has {}", w.len(), g, g.w_len()),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() as u64 != g.cout {
+                return Err(bad(
+                    "bias",
+                    format!("{} elements, cout = {}", b.len(), g.cout),
+                ));
+            }
+        }
+        let (wp, cin) = (winograd::wpanels(g.cout) as usize, g.cin as usize);
+        let lines_n = Self::winograd_lines(g);
+        let mut lines = vec![Line([0.0; PANEL]); lines_n];
+        let bias_lines = 2 * wp;
+        for co in 0..g.cout as usize {
+            lines[co / PANEL].0[co % PANEL] = bias.map_or(0.0, |b| b[co]);
+            let (p, h, lane) = (co / 32, (co % 32) / PANEL, co % PANEL);
+            for ci in 0..cin {
+                let mut taps = [[0.0f32; 3]; 3];
+                for (r, row) in taps.iter_mut().enumerate() {
+                    for (s, t) in row.iter_mut().enumerate() {
+                        *t = w[((co * 3 + r) * 3 + s) * cin + ci];
+                    }
+                }
+                let u = winograd::filter_transform(taps);
+                for xi in 0..16 {
+                    let line = bias_lines + ((xi * wp + p) * cin + ci) * 2 + h;
+                    lines[line].0[lane] = u[xi / 4][xi % 4];
+                }
+            }
+        }
+        Ok(PackedFilter {
+            kind: ArmKind::Direct,
+            winograd: true,
+            lines,
+            cout: g.cout,
+            cin_g: g.cin,
+            k_h: g.k_h,
+            k_w: g.k_w,
+        })
+    }
+
+    /// Lines of a Winograd packing for `g`.
+    fn winograd_lines(g: &ConvGeometry) -> usize {
+        let wp = winograd::wpanels(g.cout) as usize;
+        2 * wp * (1 + 16 * g.cin as usize)
+    }
+
+    /// Whether this is the Winograd arm's packing ([`WINOGRAD_LAYOUT`]).
+    pub fn is_winograd(&self) -> bool {
+        self.winograd
+    }
+
+    /// This packing's layout name.
+    pub fn layout_name(&self) -> &'static str {
+        if self.winograd {
+            WINOGRAD_LAYOUT
+        } else {
+            Self::layout(self.kind)
+        }
     }
 
     /// The layout's name for `kind`.
@@ -109,7 +201,8 @@ impl PackedFilter {
         }
     }
 
-    /// Which arm's layout this is.
+    /// Which family's layout this is (`Direct` for the Winograd packing
+    /// too: [`PackedFilter::is_winograd`] tells them apart).
     pub fn kind(&self) -> ArmKind {
         self.kind
     }
@@ -119,12 +212,17 @@ impl PackedFilter {
     pub fn fits(&self, g: &ConvGeometry) -> Result<(), Refusal> {
         let want = (g.cout, g.cin / g.groups.max(1), g.k_h, g.k_w);
         let have = (self.cout, self.cin_g, self.k_h, self.k_w);
-        if want != have || self.kind.serves(g).is_err() {
+        let served = if self.winograd {
+            winograd::serves(g)
+        } else {
+            self.kind.serves(g)
+        };
+        if want != have || served.is_err() {
             return Err(bad(
                 "w",
                 format!(
-                    "packed for {:?} (cout, cin/groups, k_h, k_w) = {have:?}, the geometry has {want:?}",
-                    self.kind
+                    "packed for {} (cout, cin/groups, k_h, k_w) = {have:?}, the geometry has {want:?}",
+                    self.layout_name()
                 ),
             ));
         }
@@ -136,8 +234,18 @@ impl PackedFilter {
         self.lines[co / PANEL].0[co % PANEL]
     }
 
-    /// Weight `(co, kh, kw, ci)` as packed (`ci` within the group).
+    /// Weight `(co, kh, kw, ci)` as packed (`ci` within the group). For
+    /// the Winograd packing, `(kh, kw)` name the transformed position
+    /// `ξ = 4 · kh + kw` (each 0–3) and the value is `U[ξ][ci][co]`.
     pub fn get(&self, co: usize, kh: usize, kw: usize, ci: usize) -> f32 {
+        if self.winograd {
+            let wp = winograd::wpanels(self.cout) as usize;
+            let cin = self.cin_g as usize;
+            let xi = 4 * kh + kw;
+            let (p, h) = (co / 32, (co % 32) / PANEL);
+            let line = 2 * wp + ((xi * wp + p) * cin + ci) * 2 + h;
+            return self.lines[line].0[co % PANEL];
+        }
         let panels = (self.cout as usize).div_ceil(PANEL);
         let (taps, cin_g) = ((self.k_h * self.k_w) as usize, self.cin_g as usize);
         let t = kh * self.k_w as usize + kw;
@@ -165,7 +273,7 @@ impl PackedFilter {
     pub fn operand(&self) -> PackedOperand {
         PackedOperand {
             name: "w",
-            layout: Self::layout(self.kind),
+            layout: self.layout_name(),
             bytes: Arc::from(self.to_bytes()),
         }
     }
@@ -179,6 +287,26 @@ impl PackedFilter {
     ) -> Result<PackedFilter, Refusal> {
         let op = op.ok_or_else(|| bad("w", "the site packed no filter".to_owned()))?;
         let kind = match op.layout {
+            WINOGRAD_LAYOUT => {
+                winograd::serves(g)?;
+                g.check()?;
+                let want = Self::winograd_lines(g) * 64;
+                if op.bytes.len() != want {
+                    return Err(bad(
+                        "w",
+                        format!("{} bytes, {g:?} packed is {want}", op.bytes.len()),
+                    ));
+                }
+                return Ok(PackedFilter {
+                    kind: ArmKind::Direct,
+                    winograd: true,
+                    lines: lines_of(&op.bytes),
+                    cout: g.cout,
+                    cin_g: g.cin,
+                    k_h: g.k_h,
+                    k_w: g.k_w,
+                });
+            }
             DIRECT_LAYOUT => ArmKind::Direct,
             DEPTHWISE_LAYOUT => ArmKind::Depthwise,
             other => return Err(bad("w", format!("unknown layout {other}"))),
@@ -198,24 +326,28 @@ impl PackedFilter {
                 format!("{} bytes, {g:?} packed is {want}", op.bytes.len()),
             ));
         }
-        let lines = op
-            .bytes
-            .chunks_exact(64)
-            .map(|c| {
-                let mut l = [0.0f32; PANEL];
-                for (slot, w) in l.iter_mut().zip(c.chunks_exact(4)) {
-                    *slot = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                }
-                Line(l)
-            })
-            .collect();
         Ok(PackedFilter {
             kind,
-            lines,
+            winograd: false,
+            lines: lines_of(&op.bytes),
             cout: g.cout,
             cin_g: cin_g as u64,
             k_h: g.k_h,
             k_w: g.k_w,
         })
     }
+}
+
+/// 64-byte lines from little-endian bytes (a whole number of lines).
+fn lines_of(bytes: &[u8]) -> Vec<Line> {
+    bytes
+        .chunks_exact(64)
+        .map(|c| {
+            let mut l = [0.0f32; PANEL];
+            for (slot, w) in l.iter_mut().zip(c.chunks_exact(4)) {
+                *slot = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            }
+            Line(l)
+        })
+        .collect()
 }

@@ -738,8 +738,8 @@ fn the_win64_body_computes_what_the_sysv_body_does() {
         .all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
-/// Both families register one arm each, with its two x64 twins and its
-/// NEON twin.
+/// Both families register their arm, with its two x64 twins and its
+/// NEON twin; `conv.direct` then its Winograd arm's two x64 twins.
 #[test]
 fn both_families_register_their_arm_and_twins() {
     let e = entries();
@@ -760,7 +760,9 @@ fn both_families_register_their_arm_and_twins() {
                 vec![
                     "conv.direct.twin.avx512.12x32",
                     "conv.direct.twin.avx2.6x16",
-                    "conv.direct.twin.neon.6x16"
+                    "conv.direct.twin.neon.6x16",
+                    "conv.direct.winograd.twin.avx512.7x32",
+                    "conv.direct.winograd.twin.avx2.6x16"
                 ]
             ),
             (

@@ -91,7 +91,20 @@ fn run(plan: &CompiledPlan) -> Vec<Vec<f32>> {
             // live until the call returns.
             unsafe { kernel.run(&exec, &args) };
             let mut want = vec![0.0f32; g.y_len(&s)];
-            reference::conv2d(g, &x, &w, Some(&b), &mut want, 0..g.batch * s.out_h);
+            // The reference of the chosen arm's contract: the direct
+            // arm's, or the Winograd arm's own.
+            if filter.is_winograd() {
+                weft_conv::winograd::reference::conv2d(
+                    g,
+                    &x,
+                    &w,
+                    Some(&b),
+                    &mut want,
+                    0..g.batch * s.out_h,
+                );
+            } else {
+                reference::conv2d(g, &x, &w, Some(&b), &mut want, 0..g.batch * s.out_h);
+            }
             if let Some(e) = (0..y.len()).find(|&e| y[e].to_bits() != want[e].to_bits()) {
                 panic!(
                     "site {i} ({}): y[{e}] = {:e}, reference {:e}",
