@@ -395,6 +395,7 @@ impl Machine<'_, '_> {
                 let mut acc = vec![0f32; lanes];
                 for i in r.start..r.end {
                     self.set_var(r.var, i);
+                    self.body(&r.body)?;
                     let v = self.eval(&r.value)?.f();
                     let l = ((i - r.start) % r.lanes as u64) as usize;
                     acc[l] += v;
@@ -418,6 +419,7 @@ impl Machine<'_, '_> {
                     .collect();
                 for i in r.start..r.end {
                     self.set_var(r.var, i);
+                    self.body(&r.body)?;
                     let v = self.eval(&r.value)?.f();
                     let l = ((i - r.start) % r.lanes as u64) as usize;
                     acc[l] = argmax_combine(acc[l], (v, i));
@@ -491,6 +493,7 @@ mod tests {
                     width: 1,
                     lanes,
                     fold: Fold::Halving,
+                    body: Vec::new(),
                     value: Expr::load_f32(ParamId(0), Affine::var(VarId(0))),
                 }),
                 Stmt::Store {

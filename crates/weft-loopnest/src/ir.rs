@@ -27,7 +27,18 @@
 //!   the rest of the enclosing body is skipped for this iteration (at top
 //!   level: the kernel returns), otherwise the value is bound to a
 //!   variable usable in later indices.
-//! - **`Reduce`** over `start..end` (static): element `i` goes to lane
+//! - **Fusion** builds one kernel from several: [`sequence`] runs nests in
+//!   order over one argument struct (their guards all checked on entry,
+//!   their variables and values renumbered apart, their statements
+//!   untouched); [`inline_producer`] replaces a buffer's loads by the
+//!   expression that produced them; [`materialise`] binds such an
+//!   expression once per element of a loop or a reduction, reads it where
+//!   the element reads the buffer, and stores it there. Each
+//!   keeps every element's operations and their order, so a fused kernel
+//!   computes its chain's bits.
+//! - **`Reduce`** over `start..end` (static): for each element its
+//!   `body` (`Let`s and `Store`s under an innermost loop's rules: a pass
+//!   that writes as it reduces) runs first, then its value goes to lane
 //!   `(i - start) % lanes`, combined left to right per lane
 //!   (`lane = lane ⊕ value`), lanes starting at the operation's identity;
 //!   then [`Fold::Halving`]. Arithmetic is IEEE binary32, round to nearest
@@ -361,6 +372,13 @@ pub struct Reduce {
     pub lanes: u32,
     /// How lanes fold.
     pub fold: Fold,
+    /// Statements run for each element before its value is taken: only
+    /// `Let` and `Store`, under an innermost loop's rules (each buffer
+    /// stored once, at the element's own index with stride 1, and loaded
+    /// only at that index and not after the store). Empty for a plain
+    /// reduction; a fused kernel writes a producer's result out here, in
+    /// the reduction's own pass. Its `Let`s may be used by `value`.
+    pub body: Vec<Stmt>,
     /// The value of element `var`.
     pub value: Expr,
 }
@@ -688,28 +706,7 @@ impl Kernel {
                     scope.vals.insert(*val, t);
                 }
                 Stmt::Store { buf, at, value } => {
-                    let p = self.param(*buf)?;
-                    let want = match p.kind {
-                        ParamKind::Buffer {
-                            storage: Storage::F32,
-                            written: true,
-                        } => Ty::F32,
-                        ParamKind::Buffer {
-                            storage: Storage::U32,
-                            written: true,
-                        } => Ty::I32,
-                        _ => {
-                            return Err(IrError::ParamKind {
-                                name: p.name,
-                                wanted: "a written f32 or u32 Buffer",
-                            })
-                        }
-                    };
-                    self.check_affine(at, scope)?;
-                    let t = self.check_expr(value, scope, facts)?;
-                    if t != want {
-                        return Err(IrError::Type(format!("store of {t:?} into `{}`", p.name)));
-                    }
+                    self.check_store(*buf, at, value, scope, facts)?;
                 }
                 Stmt::Reduce(r) => {
                     if !scope.bound_vars.insert(r.var) {
@@ -717,7 +714,50 @@ impl Kernel {
                     }
                     self.check_reduce_shape(r)?;
                     scope.vars.insert(r.var);
+                    let vals_outside = scope.vals.clone();
+                    for s in &r.body {
+                        match s {
+                            Stmt::Let { val, value } => {
+                                let t = self.check_expr(value, scope, facts)?;
+                                if !scope.bound_vals.insert(*val) {
+                                    return Err(IrError::ValScope(*val));
+                                }
+                                scope.vals.insert(*val, t);
+                            }
+                            Stmt::Store { buf, at, value } => {
+                                self.check_store(*buf, at, value, scope, facts)?;
+                            }
+                            _ => {
+                                return Err(IrError::Shape(format!(
+                                    "reduce `{}`: its body holds only Let and Store",
+                                    r.name
+                                )))
+                            }
+                        }
+                    }
                     let t = self.check_expr(&r.value, scope, facts)?;
+                    if !r.body.is_empty() {
+                        // The body and the value, one element a step, under
+                        // an innermost loop's hazard and vector rules.
+                        self.check_tile(&Loop {
+                            name: r.name,
+                            var: r.var,
+                            start: Extent::Const(r.start),
+                            end: Extent::Const(r.end),
+                            width: r.width,
+                            granule: 1,
+                            body: r
+                                .body
+                                .iter()
+                                .cloned()
+                                .chain([Stmt::Let {
+                                    val: r.result,
+                                    value: r.value.clone(),
+                                }])
+                                .collect(),
+                        })?;
+                    }
+                    scope.vals = vals_outside;
                     scope.vars.remove(&r.var);
                     if t != Ty::F32 {
                         return Err(IrError::Type(format!("reduce of {t:?}")));
@@ -763,6 +803,39 @@ impl Kernel {
         }
         scope.vars = vars_before;
         scope.vals = vals_before;
+        Ok(())
+    }
+
+    fn check_store(
+        &self,
+        buf: ParamId,
+        at: &Affine,
+        value: &Expr,
+        scope: &Scope,
+        facts: &mut Facts,
+    ) -> Result<(), IrError> {
+        let p = self.param(buf)?;
+        let want = match p.kind {
+            ParamKind::Buffer {
+                storage: Storage::F32,
+                written: true,
+            } => Ty::F32,
+            ParamKind::Buffer {
+                storage: Storage::U32,
+                written: true,
+            } => Ty::I32,
+            _ => {
+                return Err(IrError::ParamKind {
+                    name: p.name,
+                    wanted: "a written f32 or u32 Buffer",
+                })
+            }
+        };
+        self.check_affine(at, scope)?;
+        let t = self.check_expr(value, scope, facts)?;
+        if t != want {
+            return Err(IrError::Type(format!("store of {t:?} into `{}`", p.name)));
+        }
         Ok(())
     }
 
@@ -1042,6 +1115,436 @@ pub const F16_REBIAS: u32 = 112 << 23;
 /// `2^-24`, the value of the binary16 subnormal unit.
 pub const F16_SUBNORMAL_SCALE: f32 = 1.0 / 16_777_216.0;
 
+// ---------------------------------------------------------------------
+// Fusion: kernels made of several nests, and producers computed where
+// their consumers read them.
+// ---------------------------------------------------------------------
+
+/// One nest of a [`sequence`]: a kernel and, for each of its parameters in
+/// order, the parameter of the sequence that stands for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Part<'k> {
+    /// The nest.
+    pub nest: &'k Kernel,
+    /// `binds[i]` is the sequence's parameter for the nest's parameter `i`.
+    pub binds: &'k [ParamId],
+}
+
+/// Whether a part's parameter of kind `part` may be bound to a sequence
+/// parameter of kind `seq`: the same kind, except that a buffer the part
+/// only reads may be one the sequence writes.
+fn binds_to(part: ParamKind, seq: ParamKind) -> bool {
+    match (part, seq) {
+        (
+            ParamKind::Buffer {
+                storage: a,
+                written: wa,
+            },
+            ParamKind::Buffer {
+                storage: b,
+                written: wb,
+            },
+        ) => a == b && (!wa || wb),
+        (a, b) => a == b,
+    }
+}
+
+/// The largest variable and value ids a body binds or uses, plus one.
+fn id_bounds(body: &[Stmt]) -> (u16, u16) {
+    fn expr(e: &Expr, b: &mut (u16, u16)) {
+        match e {
+            Expr::Load { at, .. } => affine(at, b),
+            Expr::Val(v) => b.1 = b.1.max(v.0 + 1),
+            Expr::Unary(_, x) => expr(x, b),
+            Expr::Binary(_, x, y) => {
+                expr(x, b);
+                expr(y, b);
+            }
+            Expr::Const(_) | Expr::Param(_) => {}
+        }
+    }
+    fn affine(a: &Affine, b: &mut (u16, u16)) {
+        for (_, t) in &a.terms {
+            if let Term::Var(v) = t {
+                b.0 = b.0.max(v.0 + 1);
+            }
+        }
+    }
+    fn stmts(body: &[Stmt], b: &mut (u16, u16)) {
+        for s in body {
+            match s {
+                Stmt::Loop(l) => {
+                    b.0 = b.0.max(l.var.0 + 1);
+                    stmts(&l.body, b);
+                }
+                Stmt::Let { val, value } => {
+                    b.1 = b.1.max(val.0 + 1);
+                    expr(value, b);
+                }
+                Stmt::Store { at, value, .. } => {
+                    affine(at, b);
+                    expr(value, b);
+                }
+                Stmt::Reduce(r) => {
+                    b.0 = b.0.max(r.var.0 + 1);
+                    b.1 = b.1.max(r.result.0 + 1);
+                    stmts(&r.body, b);
+                    expr(&r.value, b);
+                }
+                Stmt::Gather { var, at, .. } => {
+                    b.0 = b.0.max(var.0 + 1);
+                    affine(at, b);
+                }
+            }
+        }
+    }
+    let mut b = (0, 0);
+    stmts(body, &mut b);
+    b
+}
+
+/// A renaming of one part into its sequence: parameters through the
+/// binds, variables and values shifted past the earlier parts'.
+struct Rename<'a> {
+    binds: &'a [ParamId],
+    vars: u16,
+    vals: u16,
+}
+
+impl Rename<'_> {
+    fn param(&self, p: ParamId) -> Result<ParamId, IrError> {
+        self.binds
+            .get(usize::from(p.0))
+            .copied()
+            .ok_or(IrError::UnknownParam(p))
+    }
+
+    fn var(&self, v: VarId) -> Result<VarId, IrError> {
+        v.0.checked_add(self.vars)
+            .map(VarId)
+            .ok_or(IrError::VarScope(v))
+    }
+
+    fn val(&self, v: ValId) -> Result<ValId, IrError> {
+        v.0.checked_add(self.vals)
+            .map(ValId)
+            .ok_or(IrError::ValScope(v))
+    }
+
+    fn extent(&self, e: Extent) -> Result<Extent, IrError> {
+        Ok(match e {
+            Extent::Const(c) => Extent::Const(c),
+            Extent::Param(p) => Extent::Param(self.param(p)?),
+        })
+    }
+
+    fn affine(&self, a: &Affine) -> Result<Affine, IrError> {
+        let terms = a
+            .terms
+            .iter()
+            .map(|(c, t)| {
+                Ok((
+                    *c,
+                    match t {
+                        Term::Var(v) => Term::Var(self.var(*v)?),
+                        Term::Param(p) => Term::Param(self.param(*p)?),
+                    },
+                ))
+            })
+            .collect::<Result<_, IrError>>()?;
+        Ok(Affine {
+            terms,
+            constant: a.constant,
+        })
+    }
+
+    fn expr(&self, e: &Expr) -> Result<Expr, IrError> {
+        Ok(match e {
+            Expr::Load {
+                buf,
+                elem,
+                at,
+                swap_pairs,
+            } => Expr::Load {
+                buf: self.param(*buf)?,
+                elem: *elem,
+                at: self.affine(at)?,
+                swap_pairs: *swap_pairs,
+            },
+            Expr::Const(c) => Expr::Const(*c),
+            Expr::Param(p) => Expr::Param(self.param(*p)?),
+            Expr::Val(v) => Expr::Val(self.val(*v)?),
+            Expr::Unary(op, x) => Expr::Unary(*op, Box::new(self.expr(x)?)),
+            Expr::Binary(op, a, b) => {
+                Expr::Binary(*op, Box::new(self.expr(a)?), Box::new(self.expr(b)?))
+            }
+        })
+    }
+
+    fn guard(&self, g: &Guard) -> Result<Guard, IrError> {
+        Ok(match g {
+            Guard::SumLe(terms, limit) => Guard::SumLe(
+                terms
+                    .iter()
+                    .map(|t| self.extent(*t))
+                    .collect::<Result<_, _>>()?,
+                self.extent(*limit)?,
+            ),
+            Guard::Eq(a, b) => Guard::Eq(self.extent(*a)?, self.extent(*b)?),
+        })
+    }
+
+    fn body(&self, body: &[Stmt]) -> Result<Vec<Stmt>, IrError> {
+        body.iter()
+            .map(|s| {
+                Ok(match s {
+                    Stmt::Loop(l) => Stmt::Loop(Loop {
+                        name: l.name,
+                        var: self.var(l.var)?,
+                        start: self.extent(l.start)?,
+                        end: self.extent(l.end)?,
+                        width: l.width,
+                        granule: l.granule,
+                        body: self.body(&l.body)?,
+                    }),
+                    Stmt::Let { val, value } => Stmt::Let {
+                        val: self.val(*val)?,
+                        value: self.expr(value)?,
+                    },
+                    Stmt::Store { buf, at, value } => Stmt::Store {
+                        buf: self.param(*buf)?,
+                        at: self.affine(at)?,
+                        value: self.expr(value)?,
+                    },
+                    Stmt::Reduce(r) => Stmt::Reduce(Reduce {
+                        result: self.val(r.result)?,
+                        var: self.var(r.var)?,
+                        body: self.body(&r.body)?,
+                        value: self.expr(&r.value)?,
+                        ..r.clone()
+                    }),
+                    Stmt::Gather {
+                        var,
+                        buf,
+                        at,
+                        below,
+                    } => Stmt::Gather {
+                        var: self.var(*var)?,
+                        buf: self.param(*buf)?,
+                        at: self.affine(at)?,
+                        below: self.extent(*below)?,
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+/// A kernel made of several nests run in order, sharing arguments: the
+/// fusion of a chain of kernels into one body, one call.
+///
+/// `params` is the fused argument struct; each [`Part`] binds every one of
+/// its nest's parameters to one of them (of the same kind; a buffer the
+/// part only reads may be one the sequence writes). The result's guards are
+/// every part's guards (renamed), all checked on entry, so a call either
+/// runs every part or none; its body is the parts' bodies in order, their
+/// variables and values renumbered apart. Each part's statements are
+/// untouched, so each computes exactly the bits it computes alone on the
+/// memory the earlier parts left: a sequence is bit-identical to its chain
+/// called one nest after another on the same buffers (for arguments that
+/// pass every guard). The result is [`Kernel::check`]ed.
+pub fn sequence(name: String, params: Vec<Param>, parts: &[Part<'_>]) -> Result<Kernel, IrError> {
+    let mut guards = Vec::new();
+    let mut body = Vec::new();
+    let (mut vars, mut vals) = (0u16, 0u16);
+    for part in parts {
+        if part.binds.len() != part.nest.params.len() {
+            return Err(IrError::Binding(format!(
+                "part `{}` has {} parameters, {} bound",
+                part.nest.name,
+                part.nest.params.len(),
+                part.binds.len()
+            )));
+        }
+        for (p, b) in part.nest.params.iter().zip(part.binds) {
+            let seq = params
+                .get(usize::from(b.0))
+                .ok_or(IrError::UnknownParam(*b))?;
+            if !binds_to(p.kind, seq.kind) {
+                return Err(IrError::ParamKind {
+                    name: seq.name,
+                    wanted: "the kind of the part's parameter it is bound to",
+                });
+            }
+        }
+        let rename = Rename {
+            binds: part.binds,
+            vars,
+            vals,
+        };
+        for g in &part.nest.guards {
+            let g = rename.guard(g)?;
+            if !guards.contains(&g) {
+                guards.push(g);
+            }
+        }
+        let renamed = rename.body(&part.nest.body)?;
+        let (v, l) = id_bounds(&renamed);
+        vars = vars.max(v);
+        vals = vals.max(l);
+        body.extend(renamed);
+    }
+    let kernel = Kernel {
+        name,
+        params,
+        guards,
+        body,
+    };
+    kernel.check()?;
+    Ok(kernel)
+}
+
+/// Every f32 load of `buf` (not pair-swapped) in `body` replaced by
+/// `producer` at the same index: an elementwise producer fused into its
+/// consumer, each element computed where it is read instead of read back
+/// from memory. When `producer(at)` is the expression whose rounded value
+/// the producer stored at `at`, the consumer sees the same bits.
+pub fn inline_producer(
+    body: &[Stmt],
+    buf: ParamId,
+    producer: &dyn Fn(&Affine) -> Expr,
+) -> Vec<Stmt> {
+    fn expr(e: &Expr, buf: ParamId, producer: &dyn Fn(&Affine) -> Expr) -> Expr {
+        match e {
+            Expr::Load {
+                buf: b,
+                elem: Elem::F32,
+                at,
+                swap_pairs: false,
+            } if *b == buf => producer(at),
+            Expr::Unary(op, x) => Expr::Unary(*op, Box::new(expr(x, buf, producer))),
+            Expr::Binary(op, a, b) => Expr::Binary(
+                *op,
+                Box::new(expr(a, buf, producer)),
+                Box::new(expr(b, buf, producer)),
+            ),
+            other => other.clone(),
+        }
+    }
+    body.iter()
+        .map(|s| match s {
+            Stmt::Loop(l) => Stmt::Loop(Loop {
+                body: inline_producer(&l.body, buf, producer),
+                ..l.clone()
+            }),
+            Stmt::Let { val, value } => Stmt::Let {
+                val: *val,
+                value: expr(value, buf, producer),
+            },
+            Stmt::Store { buf: b, at, value } => Stmt::Store {
+                buf: *b,
+                at: at.clone(),
+                value: expr(value, buf, producer),
+            },
+            Stmt::Reduce(r) => Stmt::Reduce(Reduce {
+                body: inline_producer(&r.body, buf, producer),
+                value: expr(&r.value, buf, producer),
+                ..r.clone()
+            }),
+            g @ Stmt::Gather { .. } => g.clone(),
+        })
+        .collect()
+}
+
+/// In the innermost loop or the reduction named `name` (anywhere in
+/// `body`), bind `value` once per element to `val` (a fresh value), read it
+/// wherever the element's statements compute `value` or load `buf[at]`, and
+/// store it to `buf[at]`: a fused producer's result (`value`, the element
+/// its chain would have stored at `buf[at]`) computed and written out by
+/// the consumer's own pass. In a reduction the binding and the store join
+/// its body (so the reduction's pass writes the producer's result while it
+/// reduces it); in a loop they open and close its body. The element's
+/// operations are the chain's, so are its bits. `Err(Shape)` if nothing
+/// has that name; the caller [`Kernel::check`]s the result.
+pub fn materialise(
+    body: &mut [Stmt],
+    name: &str,
+    val: ValId,
+    value: &Expr,
+    buf: ParamId,
+    at: &Affine,
+) -> Result<(), IrError> {
+    let plain_load = Expr::load_f32(buf, at.clone());
+    let replace = |e: &Expr| -> Expr {
+        fn go(e: &Expr, a: &Expr, b: &Expr, val: ValId) -> Expr {
+            if e == a || e == b {
+                return Expr::Val(val);
+            }
+            match e {
+                Expr::Unary(op, x) => Expr::Unary(*op, Box::new(go(x, a, b, val))),
+                Expr::Binary(op, x, y) => {
+                    Expr::Binary(*op, Box::new(go(x, a, b, val)), Box::new(go(y, a, b, val)))
+                }
+                other => other.clone(),
+            }
+        }
+        go(e, value, &plain_load, val)
+    };
+    let bind = Stmt::Let {
+        val,
+        value: value.clone(),
+    };
+    let store = Stmt::Store {
+        buf,
+        at: at.clone(),
+        value: Expr::Val(val),
+    };
+    let rewrite = |stmts: &mut Vec<Stmt>| {
+        for s in stmts.iter_mut() {
+            if let Stmt::Let { value: v, .. } | Stmt::Store { value: v, .. } = s {
+                *v = replace(v);
+            }
+        }
+    };
+    fn find<'b>(body: &'b mut [Stmt], name: &str) -> Option<&'b mut Stmt> {
+        for s in body {
+            let hit = match s {
+                Stmt::Loop(l) => l.name == name,
+                Stmt::Reduce(r) => r.name == name,
+                _ => false,
+            };
+            if hit {
+                return Some(s);
+            }
+            if let Stmt::Loop(l) = s {
+                if let Some(found) = find(&mut l.body, name) {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+    match find(body, name) {
+        Some(Stmt::Loop(l)) => {
+            rewrite(&mut l.body);
+            l.body.insert(0, bind);
+            l.body.push(store);
+        }
+        Some(Stmt::Reduce(r)) => {
+            rewrite(&mut r.body);
+            r.value = replace(&r.value);
+            r.body.insert(0, bind);
+            r.body.push(store);
+        }
+        _ => {
+            return Err(IrError::Shape(format!(
+                "no loop or reduction `{name}` to materialise in"
+            )))
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1215,6 +1718,184 @@ mod tests {
             }],
         );
         assert!(matches!(k.check(), Err(IrError::Type(_))));
+    }
+
+    #[test]
+    fn a_sequence_renames_its_parts_apart_and_refuses_bad_binds_by_name() {
+        // x[i] += y[i], twice over one struct: vars and vals renumbered.
+        let add = copy_loop(
+            4,
+            1,
+            vec![
+                Stmt::Let {
+                    val: ValId(0),
+                    value: Expr::load_f32(Y, Affine::var(I)),
+                },
+                Stmt::Store {
+                    buf: X,
+                    at: Affine::var(I),
+                    value: Expr::load_f32(X, Affine::var(I)).plus(Expr::Val(ValId(0))),
+                },
+            ],
+        );
+        let binds = [X, Y, ParamId(2)];
+        let part = Part {
+            nest: &add,
+            binds: &binds,
+        };
+        let seq = sequence("twice".into(), add.params.clone(), &[part, part]).expect("sequence");
+        let vars: Vec<VarId> = seq
+            .body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Loop(l) => Some(l.var),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(vars, [VarId(0), VarId(1)]);
+        // A part's read-only buffer may be bound to a written one, not the
+        // other way round; every parameter must be bound.
+        let swapped = [Y, X, ParamId(2)];
+        let e = sequence(
+            "bad".into(),
+            add.params.clone(),
+            &[Part {
+                nest: &add,
+                binds: &swapped,
+            }],
+        )
+        .unwrap_err();
+        assert!(matches!(e, IrError::ParamKind { name: "y", .. }), "{e}");
+        let e = sequence(
+            "short".into(),
+            add.params.clone(),
+            &[Part {
+                nest: &add,
+                binds: &[X, Y],
+            }],
+        )
+        .unwrap_err();
+        assert!(matches!(e, IrError::Binding(_)), "{e}");
+        let mut body = seq.body.clone();
+        let e = materialise(
+            &mut body,
+            "nope",
+            ValId(9),
+            &Expr::f32(0.0),
+            X,
+            &Affine::var(I),
+        );
+        assert!(matches!(e, Err(IrError::Shape(_))));
+    }
+
+    /// `Σ x[i]²` over 8 elements, 4 lanes, with `body` run per element.
+    fn reduce_with(body: Vec<Stmt>, value: Expr) -> Kernel {
+        Kernel {
+            body: vec![Stmt::Reduce(Reduce {
+                result: ValId(0),
+                op: ReduceOp::Sum,
+                name: "r",
+                var: I,
+                start: 0,
+                end: 8,
+                width: 4,
+                lanes: 4,
+                fold: Fold::Halving,
+                body,
+                value,
+            })],
+            ..copy_loop(1, 1, vec![])
+        }
+    }
+
+    #[test]
+    fn a_reduction_body_follows_the_innermost_loop_rules() {
+        let h = ValId(1);
+        let sum = Expr::load_f32(X, Affine::var(I)).plus(Expr::load_f32(Y, Affine::var(I)));
+        let bind = Stmt::Let { val: h, value: sum };
+        let store = Stmt::Store {
+            buf: X,
+            at: Affine::var(I),
+            value: Expr::Val(h),
+        };
+        let square = Expr::Val(h).times(Expr::Val(h));
+        reduce_with(vec![bind.clone(), store.clone()], square.clone())
+            .check()
+            .expect("bind, store, reduce the bound value");
+        // The value reading the stored buffer reads it after the store.
+        let late = Expr::load_f32(X, Affine::var(I));
+        let e = reduce_with(vec![bind.clone(), store.clone()], late).check();
+        assert!(matches!(e, Err(IrError::Hazard(_))), "{e:?}");
+        // A store away from the element.
+        let away = Stmt::Store {
+            buf: X,
+            at: Affine::var(I).plus(1),
+            value: Expr::Val(h),
+        };
+        let e = reduce_with(vec![bind.clone(), away], square.clone()).check();
+        assert!(matches!(e, Err(IrError::Hazard(_))), "{e:?}");
+        // Only Let and Store.
+        let nested = Stmt::Reduce(Reduce {
+            result: ValId(5),
+            op: ReduceOp::Sum,
+            name: "inner",
+            var: VarId(4),
+            start: 0,
+            end: 1,
+            width: 1,
+            lanes: 1,
+            fold: Fold::Halving,
+            body: Vec::new(),
+            value: Expr::f32(0.0),
+        });
+        let e = reduce_with(vec![nested], square.clone()).check();
+        assert!(matches!(e, Err(IrError::Shape(_))), "{e:?}");
+        // The body's values are the reduction's own.
+        let mut k = reduce_with(vec![bind, store], square);
+        k.body.push(Stmt::Store {
+            buf: X,
+            at: Affine::constant(0),
+            value: Expr::Val(h),
+        });
+        assert_eq!(k.check().unwrap_err(), IrError::ValScope(h));
+    }
+
+    #[test]
+    fn an_inlined_producer_replaces_only_plain_f32_loads_of_its_buffer() {
+        let k = copy_loop(
+            4,
+            2,
+            vec![Stmt::Store {
+                buf: X,
+                at: Affine::var(I),
+                value: Expr::load_f32(Y, Affine::var(I)).plus(Expr::Load {
+                    buf: Y,
+                    elem: Elem::F32,
+                    at: Affine::var(I),
+                    swap_pairs: true,
+                }),
+            }],
+        );
+        let body = inline_producer(&k.body, Y, &|at| {
+            Expr::load_f32(Y, at.clone()).times(Expr::f32(2.0))
+        });
+        let Stmt::Loop(l) = &body[0] else {
+            panic!("a loop")
+        };
+        let Stmt::Store { value, .. } = &l.body[0] else {
+            panic!("a store")
+        };
+        let Expr::Binary(Binary::Add, a, b) = value else {
+            panic!("an add")
+        };
+        assert!(matches!(**a, Expr::Binary(Binary::Mul, _, _)));
+        assert!(matches!(
+            **b,
+            Expr::Load {
+                swap_pairs: true,
+                ..
+            }
+        ));
     }
 
     #[test]

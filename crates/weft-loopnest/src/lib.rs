@@ -2,7 +2,11 @@
 //!
 //! One job: describe RMSNorm, RoPE, the SiLU-gated product, the residual
 //! add, the embedding gather and argmax as loop nests in a small IR
-//! ([`ir`]), run them in a scalar interpreter ([`interp`], the reference),
+//! ([`ir`]), fuse neighbouring nests into one kernel ([`ir::sequence`],
+//! [`ir::inline_producer`], [`ir::materialise`]: the residual add fused
+//! into the RMSNorm after it, written out by the norm's sum of squares, is
+//! `loopnest.add_rmsnorm`, [`AddRmsNorm`]),
+//! run them in a scalar interpreter ([`interp`], the reference),
 //! lower them to CLIF ([`lower`]) and offer the compiled bodies as ordinary
 //! arms, one family each ([`entries`]); lower the same nests straight to
 //! x64 machine code ([`native_x64`]) and offer those bodies as the arms'
@@ -36,6 +40,15 @@
 //!   allocation, no per-call setup beyond loading the arguments. Entry
 //!   guards tie each argument struct to the shape compiled in, so a body
 //!   never touches memory for arguments of another shape.
+//! - **Fusion changes no numerics.** A fused nest is built from its
+//!   members' nests by the IR's fusion functions, which keep every
+//!   element's operations in the same order (a sequence runs its parts'
+//!   statements unchanged; an inlined producer computes exactly the
+//!   expression whose rounded value it stored), so a fused kernel's bits
+//!   are its chain's; its family's tests hold it to the chain, and it goes
+//!   through the same two lowerings and the same judge as any nest. The
+//!   chain's members' workbenches ([`ops::bench`]) let a planner race a
+//!   fused region against its chain.
 //! - **Bad input is a named refusal.** Geometries, lengths, ids and
 //!   positions are checked by the shapes and the argument constructors;
 //!   a malformed nest is an [`ir::IrError`]; nothing panics on input.
@@ -52,6 +65,7 @@ pub mod portable;
 use weft_kernel::{Checked, FamilyEntry, Host, Judged, Offer, Refusal, TwinCheck};
 
 pub use ops::add::{Add, AddArgs, AddKernel};
+pub use ops::add_rmsnorm::{AddRmsNorm, AddRmsNormArgs, AddRmsNormKernel};
 pub use ops::argmax::{Argmax, ArgmaxArgs, ArgmaxKernel};
 pub use ops::embed::{EmbedArgs, EmbedF32, EmbedKernel, EmbedQ8_0, Table};
 pub use ops::rmsnorm::{RmsNorm, RmsNormArgs, RmsNormKernel};
@@ -91,6 +105,7 @@ pub fn entries() -> Vec<FamilyEntry> {
         family_entry::<Rope>(),
         family_entry::<SiluMul>(),
         family_entry::<Add>(),
+        family_entry::<AddRmsNorm>(),
         family_entry::<EmbedQ8_0>(),
         family_entry::<EmbedF32>(),
         family_entry::<Argmax>(),

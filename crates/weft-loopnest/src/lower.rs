@@ -428,6 +428,28 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
+    /// A reduction's body for the element(s) its variable holds now, in
+    /// `mode` (its statements in order: each store after the loads that
+    /// feed it, as in a vector step).
+    fn element_body(&mut self, body: &[Stmt], mode: Mode) -> Result<(), IrError> {
+        for s in body {
+            match s {
+                Stmt::Let { val, value } => {
+                    let v = self.expr(value, mode)?;
+                    self.vals.insert(*val, v);
+                }
+                Stmt::Store { buf, at, value } => {
+                    let v = self.expr(value, mode)?;
+                    let i = self.affine(at);
+                    let a = self.address(*buf, i, 4);
+                    self.b.ins().store(data_flags(), v, a, 0);
+                }
+                _ => unreachable!("a reduction's body holds only Let and Store"),
+            }
+        }
+        Ok(())
+    }
+
     /// One vector step of an innermost loop: every statement on four
     /// iterations at once (loads before the stores they feed).
     fn vector_step(&mut self, l: &Loop) -> Result<(), IrError> {
@@ -722,6 +744,7 @@ impl Lower<'_, '_> {
         for e in (rem / w) * w..rem {
             let at = self.b.ins().iconst(self.ptr, (base + e) as i64);
             self.b.def_var(rvar, at);
+            self.element_body(&r.body, Mode::Scalar)?;
             let v = self.expr(&r.value, Mode::Scalar)?;
             let (a, lane) = ((e / w) as usize, (e % w) as u8);
             let acc_v = self.b.use_var(val_vars[a]);
@@ -839,6 +862,7 @@ impl Lower<'_, '_> {
         } else {
             Mode::Scalar
         };
+        self.element_body(&r.body, mode)?;
         let v = self.expr(&r.value, mode)?;
         let acc = self.b.use_var(val_vars[a]);
         match r.op {
@@ -991,6 +1015,7 @@ mod tests {
                     width,
                     lanes,
                     fold: Fold::Halving,
+                    body: Vec::new(),
                     value: Expr::load_f32(ParamId(0), Affine::var(VarId(0))),
                 }),
                 Stmt::Store {

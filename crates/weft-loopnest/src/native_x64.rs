@@ -1305,6 +1305,17 @@ impl<'k> Native<'k> {
                     Unary::F16ToF32 => self.widen_f16(x)?,
                 }
             }
+            // Both operands the same expression (`x ⊗ x`, a fused
+            // producer's `(x ⊕ y) ⊗ (x ⊕ y)`): evaluated once. An
+            // expression has no stores inside it, so its two evaluations
+            // would read the same memory and give the same value.
+            Expr::Binary(op, a, b) if a == b => {
+                let x = self.expr(a, mode)?;
+                let d = self.dest(x, None)?;
+                let (dr, xr) = (self.vreg(d), self.vreg(x.reg()));
+                self.ins(Instruction::with3(self.tier.binary(*op), dr, xr, xr))?;
+                V::Temp(d)
+            }
             Expr::Binary(op, a, b) => {
                 let a = self.expr(a, mode)?;
                 let code = self.tier.binary(*op);
@@ -1597,7 +1608,24 @@ impl<'k> Native<'k> {
         }
         let g = self.gpr("a reduction variable")?;
         self.vars.insert(r.var, g);
-        self.prepare_loop(r.var, &[&r.value], &[])?;
+        let mut exprs = vec![&r.value];
+        let mut stores = Vec::new();
+        for s in &r.body {
+            match s {
+                Stmt::Let { value, .. } => exprs.push(value),
+                Stmt::Store { buf, at, value } => {
+                    exprs.push(value);
+                    stores.push((*buf, at));
+                }
+                _ => {
+                    return Err(unsupported(format!(
+                        "reduce `{}`: a nested statement",
+                        r.name
+                    )))
+                }
+            }
+        }
+        self.prepare_loop(r.var, &exprs, &stores)?;
         self.extent(g, Extent::Const(r.start))?;
 
         // Whole groups of `lanes` elements.
@@ -1673,9 +1701,57 @@ impl<'k> Native<'k> {
         Ok(())
     }
 
-    /// Element(s) at `offset` past the reduction variable `g` into `acc`
-    /// (the arm's `step`); under `mask` only the masked lanes change.
+    /// Element(s) at `offset` past the reduction variable `g`: the
+    /// reduction's body (its stores under `mask`), then the value into
+    /// `acc` (the arm's `step`); under `mask` only the masked lanes change.
     fn step(
+        &mut self,
+        r: &Reduce,
+        acc: Acc,
+        iota: Option<u8>,
+        g: AsmRegister64,
+        offset: i64,
+        mask: Option<Mask>,
+    ) -> Result<(), NativeError> {
+        let mode = Mode::Vector {
+            var: r.var,
+            offset,
+            mask,
+        };
+        let mut bound = Vec::new();
+        for s in &r.body {
+            match s {
+                Stmt::Let { val, value } => {
+                    let v = self.expr(value, mode)?;
+                    let n = self.own(v)?;
+                    self.vals.insert(*val, n);
+                    bound.push(*val);
+                }
+                Stmt::Store { buf, at, value } => {
+                    let v = self.expr(value, mode)?;
+                    let m = self.vector_address(*buf, at, r.var, 4, offset)?;
+                    self.store(m, v.reg(), mask)?;
+                    self.free(v);
+                }
+                _ => {
+                    return Err(unsupported(format!(
+                        "reduce `{}`: a nested statement",
+                        r.name
+                    )))
+                }
+            }
+        }
+        self.step_value(r, acc, iota, g, offset, mask)?;
+        for v in bound {
+            if let Some(n) = self.vals.remove(&v) {
+                self.free_vector(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of the element(s) at `offset` into `acc`.
+    fn step_value(
         &mut self,
         r: &Reduce,
         acc: Acc,

@@ -36,6 +36,11 @@ fn smollm2_sites() -> Vec<Site> {
         ),
         Site::new(Family("loopnest.silu_mul"), g().with("len", 1536)),
         Site::new(Family("loopnest.add"), g().with("len", 576)),
+        // The residual add fused into the RMSNorm after it.
+        Site::new(
+            Family("loopnest.add_rmsnorm"),
+            g().with("dim", 576).with("rows", 1),
+        ),
         Site::new(
             Family("loopnest.embed_q8_0"),
             g().with("vocab", 49152).with("dim", 576),

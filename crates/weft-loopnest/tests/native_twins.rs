@@ -15,7 +15,8 @@ use weft_kernel::{
 use weft_loopnest::native_x64::{self, Tier};
 use weft_loopnest::ops::native::NestX64Twin;
 use weft_loopnest::{
-    family_entry, Add, Argmax, EmbedF32, EmbedQ8_0, NestArm, NestOp, RmsNorm, Rope, SiluMul,
+    family_entry, Add, AddRmsNorm, Argmax, EmbedF32, EmbedQ8_0, NestArm, NestOp, RmsNorm, Rope,
+    SiluMul,
 };
 use weft_validate::testing::judge_with;
 use weft_x64::iced_x86::{Code, Decoder, DecoderOptions, Encoder, Instruction};
@@ -149,6 +150,22 @@ fn rmsnorm_twins_are_accepted_at_every_tail_dim() {
         .map(rmsnorm)
         .collect();
     accepted_at::<RmsNorm>(&dims);
+}
+
+#[test]
+fn fused_add_rmsnorm_twins_are_generated_and_accepted_at_every_tail_dim() {
+    // The fused nest (an IR sequence with the add inlined and written
+    // back) goes through the same generic lowering as every nest.
+    let names: Vec<&str> = twins_of::<AddRmsNorm>().iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "loopnest.add_rmsnorm.twin.avx512",
+            "loopnest.add_rmsnorm.twin.avx2"
+        ]
+    );
+    let dims: Vec<Geometry> = (1..=33).chain([64, 576, 640, 960]).map(rmsnorm).collect();
+    accepted_at::<AddRmsNorm>(&dims);
 }
 
 #[test]
@@ -477,6 +494,9 @@ fn each_twin_states_the_loops_its_bytes_have_and_is_priced() {
     }
     for g in [rmsnorm(576), rmsnorm(640), rmsnorm(7)] {
         check(twins_of::<RmsNorm>(), &arm_offer::<RmsNorm>(g).0);
+    }
+    for g in [rmsnorm(576), rmsnorm(7)] {
+        check(twins_of::<AddRmsNorm>(), &arm_offer::<AddRmsNorm>(g).0);
     }
     for g in [rope(9, 3, 64, 64), rope(2, 2, 6, 4)] {
         check(twins_of::<Rope>(), &arm_offer::<Rope>(g).0);

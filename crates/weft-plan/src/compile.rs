@@ -47,6 +47,8 @@ use crate::report::{
 use crate::select::{decide, Decision, Quote, Unordered};
 
 mod races;
+mod regions;
+use crate::region::Region;
 use crate::{Catalogue, PlanError};
 
 /// A candidate that survived to pricing.
@@ -168,11 +170,45 @@ impl Planner {
         self.compile_with_progress(sites, &mut |_, _| {})
     }
 
+    /// [`Planner::compile`] with `regions` too: every member of every
+    /// region is planned as a site (after `sites`, in order: each region's
+    /// chain, then its fused site), then each region chooses between its
+    /// chain and its fused site ([`crate::Region`]). A region with an empty
+    /// chain is `bad-region`.
+    pub fn compile_with_regions(
+        &mut self,
+        sites: &[Site],
+        regions: &[Region],
+    ) -> Result<CompiledPlan, PlanError> {
+        self.compile_all(sites, regions, &mut |_, _| {})
+    }
+
+    /// [`Planner::compile_with_regions`], calling `progress(done, total)`
+    /// after each of `sites` (for a progress bar; the regions' members,
+    /// planned after them, are not counted).
+    pub fn compile_regions_with_progress(
+        &mut self,
+        sites: &[Site],
+        regions: &[Region],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<CompiledPlan, PlanError> {
+        self.compile_all(sites, regions, progress)
+    }
+
     /// [`Planner::compile`], calling `progress(done, total)` after each site
     /// (for a progress bar).
     pub fn compile_with_progress(
         &mut self,
         sites: &[Site],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<CompiledPlan, PlanError> {
+        self.compile_all(sites, &[], progress)
+    }
+
+    fn compile_all(
+        &mut self,
+        sites: &[Site],
+        regions: &[Region],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<CompiledPlan, PlanError> {
         let t0 = Instant::now();
@@ -189,6 +225,13 @@ impl Planner {
             reports.push(r);
             progress(index + 1, sites.len());
         }
+        let mut compiled_regions = Vec::with_capacity(regions.len());
+        let mut region_reports = Vec::with_capacity(regions.len());
+        for region in regions {
+            let (c, r) = self.plan_region(region, &mut compiled, &mut reports)?;
+            compiled_regions.push(c);
+            region_reports.push(r);
+        }
         if let Err(e) = self.cache.save() {
             let msg = e.to_string();
             self.stats.problem = Some(match self.stats.problem.take() {
@@ -203,9 +246,11 @@ impl Planner {
             cache: self.stats.clone(),
             compile_ms: t0.elapsed().as_secs_f64() * 1e3,
             sites: reports,
+            regions: region_reports,
         };
         Ok(CompiledPlan {
             sites: compiled,
+            regions: compiled_regions,
             report,
         })
     }
@@ -412,6 +457,8 @@ impl Planner {
             code: Arc::clone(&chosen.code),
             rule: rule2,
             candidates: Vec::new(),
+            offer: Arc::clone(&chosen.offer),
+            model_cycles: chosen.priced.as_ref().ok().map(|p| p.model_cycles),
             placed,
             split,
             max_parts,

@@ -27,6 +27,16 @@
 //! [`PlanCache`] keeps verdicts, races and (for the same executable)
 //! built bodies, so a warm compile validates, races and compiles nothing.
 //!
+//! **Regions** ([`Region`], [`Planner::compile_with_regions`]): a chain of
+//! sites and the one fused site that replaces it are planned as sites and
+//! then compete as two alternatives of one choice, by the same rule: the
+//! chain's price is the sum of its sites' chosen prices; the chain is the
+//! reference (kept on an exact tie: it is what ships); a gap wider than the
+//! separation chooses; otherwise the chain's bodies, called in order on
+//! their members' workbenches, race the fused body ([`race_sides`]), the
+//! result cached by the bytes raced. The report lists each region, both
+//! alternatives with their prices, and the rule.
+//!
 //! `examples/matvec.rs` builds a plan from scratch, runs it and checks it
 //! against the scalar references (`tests/example.rs` runs it in CI):
 //!
@@ -66,6 +76,10 @@
 //!   file is reported once ([`CacheProblem`]), ignored and rewritten.
 //! - **Strict mode** (`WEFT_NATIVE_EMIT=strict`) turns a twin's mismatch or
 //!   emit error into [`PlanError::Strict`]; on mode merely refuses the twin.
+//! - **A region chooses bodies, never bits**: its fused family promises
+//!   the chain's bits; with `WEFT_NATIVE_EMIT=off` a plan with regions is
+//!   still byte-identical to one from a catalogue without twins (every
+//!   member's body is its arm; the choice is made from those bodies).
 //! - **Bad input is an error with a name** ([`PlanError::name`]), never a panic.
 
 mod cache;
@@ -77,6 +91,7 @@ mod mode;
 mod options;
 mod plan;
 mod race;
+mod region;
 mod report;
 mod select;
 
@@ -91,10 +106,11 @@ pub use hash::ContentHash;
 pub use mode::{EmitMode, EmitModeError, EMIT_MODE_VAR};
 pub use options::{CacheLocation, Options, Pricer};
 pub use plan::{Candidate, CompiledPlan, CompiledSite, Kind, SiteKernel};
-pub use race::{race, RaceBudget, RaceOutcome, Side};
+pub use race::{race, race_sides, RaceBudget, RaceOutcome, Side};
+pub use region::{Alternative, CompiledRegion, Member, Region};
 pub use report::{
-    CacheReport, CandidateReport, PriceReport, RaceReport, Rule, SelectionReport, SiteReport,
-    VerdictReport,
+    AlternativeReport, CacheReport, CandidateReport, PriceReport, RaceReport, RegionReport, Rule,
+    SelectionReport, SiteReport, VerdictReport,
 };
 pub use select::{decide, Decision, Quote, Unordered};
 
@@ -187,6 +203,22 @@ pub enum PlanError {
         /// Why.
         refusal: Refusal,
     },
+    /// A region that cannot be planned (an empty chain).
+    #[error("bad-region: region {label}: {reason}")]
+    BadRegion {
+        /// The region's label.
+        label: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A region label that names no region of the plan.
+    #[error("unknown-region: {label:?} names no region; the regions are {regions}")]
+    UnknownRegion {
+        /// The label asked for.
+        label: String,
+        /// The plan's region labels.
+        regions: String,
+    },
     /// A broken invariant inside the planner (a bug, reported rather than a panic).
     #[error("internal: {what}")]
     Internal {
@@ -209,6 +241,8 @@ impl PlanError {
             PlanError::AmbiguousSite { .. } => "ambiguous-site",
             PlanError::WrongArgs { .. } => "wrong-args",
             PlanError::Place { .. } => "place-failed",
+            PlanError::BadRegion { .. } => "bad-region",
+            PlanError::UnknownRegion { .. } => "unknown-region",
             PlanError::Internal { .. } => "internal",
         }
     }

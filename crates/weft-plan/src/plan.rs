@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use weft_cost::{CostError, Priced};
 use weft_kernel::{
-    Contract, Geometry, Kernel, KernelArgs, MemberViews, NativeCode, PackedOperand, PlacedCode,
-    Price, Residency,
+    Contract, Geometry, Kernel, KernelArgs, MemberViews, NativeCode, Offer, PackedOperand,
+    PlacedCode, Price, Residency,
 };
 
 use crate::hash::ContentHash;
+use crate::region::{Alternative, CompiledRegion};
 use crate::report::{Rule, SelectionReport};
 use crate::{Executor, PlanError};
 
@@ -58,6 +59,10 @@ pub struct CompiledSite {
     /// Every candidate the family had for the site, in the report's order,
     /// with what the planner made of it.
     pub candidates: Vec<Candidate>,
+    /// The chosen offer (what a region's race prepares its bench for).
+    pub(crate) offer: Arc<Offer>,
+    /// The chosen body's own cycles under its floor, if priced.
+    pub(crate) model_cycles: Option<f64>,
     pub(crate) placed: Arc<PlacedCode>,
     pub(crate) split: bool,
     /// Most parts a split call is cut into (see
@@ -96,7 +101,17 @@ impl CompiledSite {
 #[derive(Debug)]
 pub struct CompiledPlan {
     pub(crate) sites: Vec<CompiledSite>,
+    pub(crate) regions: Vec<CompiledRegion>,
     pub(crate) report: SelectionReport,
+}
+
+/// What [`CompiledPlan::image`] adds per region: its members and choice.
+#[derive(serde::Serialize)]
+struct RegionImage<'a> {
+    label: &'a str,
+    chain: &'a [usize],
+    fused: usize,
+    choice: Alternative,
 }
 
 /// What [`CompiledPlan::image`] serialises: everything that decides what
@@ -125,6 +140,27 @@ impl CompiledPlan {
     /// The selection report.
     pub fn report(&self) -> &SelectionReport {
         &self.report
+    }
+
+    /// The regions, in the order they were given.
+    pub fn regions(&self) -> &[CompiledRegion] {
+        &self.regions
+    }
+
+    /// The region labelled `label`, refused by name (`unknown-region`).
+    pub fn region(&self, label: &str) -> Result<&CompiledRegion, PlanError> {
+        self.regions
+            .iter()
+            .find(|r| r.label == label)
+            .ok_or_else(|| PlanError::UnknownRegion {
+                label: label.to_owned(),
+                regions: self
+                    .regions
+                    .iter()
+                    .map(|r| r.label.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 
     /// The index of the site `name` names: its index, its whole label, or
@@ -192,8 +228,22 @@ impl CompiledPlan {
                 max_parts: s.max_parts,
             })
             .collect();
-        // Plain data throughout; serialising it cannot fail.
-        bincode::serialize(&images).unwrap_or_default()
+        // Plain data throughout; serialising it cannot fail. A plan without
+        // regions has the image it had before regions existed.
+        if self.regions.is_empty() {
+            return bincode::serialize(&images).unwrap_or_default();
+        }
+        let regions: Vec<RegionImage<'_>> = self
+            .regions
+            .iter()
+            .map(|r| RegionImage {
+                label: &r.label,
+                chain: &r.chain,
+                fused: r.fused,
+                choice: r.choice,
+            })
+            .collect();
+        bincode::serialize(&(images, regions)).unwrap_or_default()
     }
 
     /// Site `index`'s body as a kernel taking `A`, refused by name when the

@@ -145,21 +145,42 @@ pub unsafe fn race(
     budget: &RaceBudget,
     evictor: Option<&Evictor>,
 ) -> Result<RaceOutcome, Refusal> {
+    race_sides(
+        &mut |side| {
+            let code = match side {
+                Side::A => a,
+                Side::B => b,
+            };
+            // SAFETY: the caller promises both bodies were built for the
+            // offer `bench` was prepared for.
+            unsafe { bench.run(code) }
+        },
+        budget,
+        evictor,
+    )
+}
+
+/// The race protocol (module docs) over two sides that `run` runs once
+/// each call: a body on a bench ([`race`]), or a whole chain of bodies
+/// against the fused body that replaces it (a region's race).
+pub fn race_sides(
+    run: &mut dyn FnMut(Side) -> Result<(), Refusal>,
+    budget: &RaceBudget,
+    evictor: Option<&Evictor>,
+) -> Result<RaceOutcome, Refusal> {
     let start = Instant::now();
-    let mut time = |code: &Arc<PlacedCode>, calls: u32| -> Result<f64, Refusal> {
+    let mut time = |side: Side, calls: u32| -> Result<f64, Refusal> {
         if let Some(e) = evictor {
             e.evict();
         }
         let t = Instant::now();
         for _ in 0..calls {
-            // SAFETY: the caller promises both bodies were built for the
-            // offer `bench` was prepared for.
-            unsafe { bench.run(code)? };
+            run(side)?;
         }
         Ok(t.elapsed().as_nanos() as f64 / f64::from(calls))
     };
     // Warm up and size the samples from the slower side.
-    let once = time(a, 1)?.max(time(b, 1)?).max(1.0);
+    let once = time(Side::A, 1)?.max(time(Side::B, 1)?).max(1.0);
     let calls = match evictor {
         // A second call would find the first one's data in cache.
         Some(_) => 1,
@@ -172,11 +193,11 @@ pub unsafe fn race(
         && (rounds < budget.min_rounds || start.elapsed() < budget.max_time)
     {
         if rounds.is_multiple_of(2) {
-            sa.push(time(a, calls)?);
-            sb.push(time(b, calls)?);
+            sa.push(time(Side::A, calls)?);
+            sb.push(time(Side::B, calls)?);
         } else {
-            sb.push(time(b, calls)?);
-            sa.push(time(a, calls)?);
+            sb.push(time(Side::B, calls)?);
+            sa.push(time(Side::A, calls)?);
         }
         rounds += 1;
     }
@@ -198,7 +219,54 @@ pub unsafe fn race(
 
 #[cfg(test)]
 mod tests {
-    use super::{median, Evictor};
+    use super::{median, race_sides, Evictor, RaceBudget, Side};
+
+    #[test]
+    fn race_sides_times_both_sides_interleaved_and_names_the_faster() {
+        let spin = |n: u64| {
+            let mut x = 0u64;
+            for i in 0..n {
+                x = std::hint::black_box(x.wrapping_add(i));
+            }
+            x
+        };
+        let mut calls = [0u32; 2];
+        let budget = RaceBudget {
+            max_time: std::time::Duration::from_millis(5),
+            min_rounds: 3,
+            ..RaceBudget::default()
+        };
+        let out = race_sides(
+            &mut |side| {
+                match side {
+                    Side::A => {
+                        calls[0] += 1;
+                        spin(20_000);
+                    }
+                    Side::B => {
+                        calls[1] += 1;
+                        spin(200);
+                    }
+                }
+                Ok(())
+            },
+            &budget,
+            None,
+        )
+        .expect("race");
+        assert_eq!(out.winner, Some(Side::B), "{out:?}");
+        assert!(out.rounds >= 3 && calls[0] > 3 && calls[1] > 3);
+        let fail = race_sides(
+            &mut |_| {
+                Err(weft_kernel::Refusal::NoBench {
+                    arm: "x".to_owned(),
+                })
+            },
+            &budget,
+            None,
+        );
+        assert_eq!(fail.expect_err("refused").name(), "no-bench");
+    }
 
     #[test]
     fn an_evictor_covers_twice_the_caches_and_is_capped() {

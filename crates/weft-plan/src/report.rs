@@ -20,8 +20,41 @@ pub struct SelectionReport {
     pub cache: CacheReport,
     /// Wall time of the compile, milliseconds.
     pub compile_ms: f64,
-    /// One entry per site, in the plan's order.
+    /// One entry per site, in the plan's order (regions' members last).
     pub sites: Vec<SiteReport>,
+    /// One entry per region: its two alternatives and the choice.
+    #[serde(default)]
+    pub regions: Vec<RegionReport>,
+}
+
+/// One region's alternatives and choice (see [`crate::Region`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionReport {
+    /// The caller's label.
+    pub label: String,
+    /// The chain: its sites and the sum of their chosen prices.
+    pub chain: AlternativeReport,
+    /// The fused site and its chosen price.
+    pub fused: AlternativeReport,
+    /// The alternative chosen.
+    pub chosen: crate::Alternative,
+    /// Which rule chose it.
+    pub rule: Rule,
+    /// The choice in words.
+    pub reason: String,
+    /// The race between them, if one was run or read from the cache
+    /// (`ns` the chain's, `against_ns` the fused site's).
+    pub race: Option<RaceReport>,
+}
+
+/// One alternative of a region.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlternativeReport {
+    /// Its sites (indices into the report's sites) with the body each chose.
+    pub sites: Vec<(usize, String)>,
+    /// Its price, cycles (a chain's: the sum of its sites'), if every site
+    /// has one.
+    pub cycles: Option<f64>,
 }
 
 /// The cache as this compile found and left it.
@@ -252,6 +285,42 @@ impl fmt::Display for SelectionReport {
                 }
             }
             writeln!(f, "   chose {}: {}", s.chosen, s.reason)?;
+        }
+        for r in &self.regions {
+            writeln!(f)?;
+            writeln!(f, "region {}", r.label)?;
+            for (name, alt, side) in [
+                ("chain", &r.chain, crate::Alternative::Chain),
+                ("fused", &r.fused, crate::Alternative::Fused),
+            ] {
+                let mark = if r.chosen == side { "*" } else { " " };
+                let sites = alt
+                    .sites
+                    .iter()
+                    .map(|(i, body)| format!("site {i} ({body})"))
+                    .collect::<Vec<_>>()
+                    .join(" + ");
+                let price = match alt.cycles {
+                    Some(c) => format!("{c:>12.0} cyc"),
+                    None => "unpriced".to_owned(),
+                };
+                writeln!(f, " {mark} {name:<6} {sites:<70} {price}")?;
+            }
+            if let Some(race) = &r.race {
+                writeln!(
+                    f,
+                    "     race chain vs fused: {:.0} ns vs {:.0} ns, {} rounds{}",
+                    race.ns,
+                    race.against_ns,
+                    race.rounds,
+                    if race.cached { " (cached)" } else { "" }
+                )?;
+            }
+            let chosen = match r.chosen {
+                crate::Alternative::Chain => "chain",
+                crate::Alternative::Fused => "fused",
+            };
+            writeln!(f, "   chose {chosen} ({:?}): {}", r.rule, r.reason)?;
         }
         Ok(())
     }

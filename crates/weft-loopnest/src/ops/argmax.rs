@@ -189,6 +189,7 @@ unsafe impl NestOp for Argmax {
                     width: 4,
                     lanes: LANES,
                     fold: Fold::Halving,
+                    body: Vec::new(),
                     value: Expr::load_f32(LOGITS, Affine::var(i)),
                 }),
                 Stmt::Store {

@@ -7,11 +7,15 @@
 //! placed kernel; a family with generated twins also has a `validation`
 //! submodule (the cases that judge them). What they share lives here: the
 //! [`NestOp`] trait, the generic arm [`NestArm`], the placed wrapper
-//! [`Placed`] and [`family_entry`]; the generated twins ([`native`]) and
-//! the validations' inputs ([`cases`]).
+//! [`Placed`] and [`family_entry`]; the generated twins ([`native`]), the
+//! validations' inputs ([`cases`]) and the workbenches regions race chains
+//! on ([`mod@bench`]). [`add_rmsnorm`] is a fused family: its nest is built
+//! from [`rmsnorm`]'s by the IR's fusion functions.
 
 pub mod add;
+pub mod add_rmsnorm;
 pub mod argmax;
+pub mod bench;
 pub mod cases;
 pub mod embed;
 pub mod native;

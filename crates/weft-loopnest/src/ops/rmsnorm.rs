@@ -43,6 +43,18 @@ pub const FAMILY: &str = "loopnest.rmsnorm";
 pub const ARGS_NAME: &str = "RmsNormArgs";
 /// Accumulator lanes of the sum of squares.
 pub const LANES: u32 = 16;
+/// The nest's row variable (fusions that build on this nest index by it).
+pub const ROW_VAR: VarId = VarId(0);
+/// The sum of squares' variable.
+pub const SQUARES_VAR: VarId = VarId(1);
+/// The sum of squares' name.
+pub const SQUARES: &str = "squares";
+/// The normalising loop's variable.
+pub const SCALE_VAR: VarId = VarId(2);
+/// The normalising loop's name.
+pub const SCALE_LOOP: &str = "scale";
+/// Values the nest binds (`ValId(0)..ValId(VALS)`): a fusion's own start here.
+pub const VALS: u16 = 3;
 
 /// The shape of an RMSNorm site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,7 +279,7 @@ unsafe impl NestOp for RmsNorm {
 
     fn nest(&self) -> Kernel {
         let d = self.dim as i64;
-        let (r, i, j) = (VarId(0), VarId(1), VarId(2));
+        let (r, i, j) = (ROW_VAR, SQUARES_VAR, SCALE_VAR);
         let (ss, mean, scale) = (ValId(0), ValId(1), ValId(2));
         let x_at = |v: VarId| Expr::load_f32(X, Affine::var(v).plus_var(d, r));
         Kernel {
@@ -289,13 +301,14 @@ unsafe impl NestOp for RmsNorm {
                     Stmt::Reduce(Reduce {
                         result: ss,
                         op: ReduceOp::Sum,
-                        name: "squares",
+                        name: SQUARES,
                         var: i,
                         start: 0,
                         end: self.dim as u64,
                         width: 4,
                         lanes: LANES,
                         fold: Fold::Halving,
+                        body: Vec::new(),
                         value: x_at(i).times(x_at(i)),
                     }),
                     Stmt::Let {
@@ -308,7 +321,7 @@ unsafe impl NestOp for RmsNorm {
                             .over(Expr::Val(mean).plus(Expr::Param(EPS)).unary(Unary::Sqrt)),
                     },
                     Stmt::Loop(Loop {
-                        name: "scale",
+                        name: SCALE_LOOP,
                         var: j,
                         start: Extent::Const(0),
                         end: Extent::Const(self.dim as u64),

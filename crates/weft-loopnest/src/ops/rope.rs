@@ -604,6 +604,102 @@ mod tests {
     use super::*;
     use crate::ops::testing::{assert_same, hunting_f32s, Rng};
 
+    /// RoPE on Q alone and on K alone (the nest with one of its two head
+    /// loops), fused by `ir::sequence` into one kernel over `RopeArgs`:
+    /// the chain of the two nests as one body, lowered by both lowerings.
+    fn q_then_k(op: &Rope) -> Kernel {
+        let full = op.nest();
+        let part = |keep: usize| {
+            let mut k = full.clone();
+            if let Some(Stmt::Loop(rows)) = k.body.first_mut() {
+                let one = rows.body.swap_remove(keep);
+                rows.body = vec![one];
+            }
+            k
+        };
+        let (q, k) = (part(0), part(1));
+        let binds: Vec<ParamId> = (0..full.params.len() as u16).map(ParamId).collect();
+        crate::ir::sequence(
+            "rope_q_then_k".to_owned(),
+            params(),
+            &[
+                crate::ir::Part {
+                    nest: &q,
+                    binds: &binds,
+                },
+                crate::ir::Part {
+                    nest: &k,
+                    binds: &binds,
+                },
+            ],
+        )
+        .expect("a well-formed sequence")
+    }
+
+    #[test]
+    fn rope_on_q_then_k_as_a_sequence_gives_the_fused_nest_bits() {
+        let op = Rope::new(3, 2, 10, 8, 3).unwrap();
+        let seq = q_then_k(&op);
+        assert_eq!(seq.body.len(), 2, "two row loops: Q's pass, then K's");
+        let table = RopeTable::new(10_000.0, 8, 16).unwrap();
+        let mut rng = Rng::new(31);
+        let q0 = hunting_f32s(&mut rng, 3 * 3 * 10);
+        let k0 = hunting_f32s(&mut rng, 3 * 2 * 10);
+        // The reference: the family's nest in the interpreter.
+        let (mut qr, mut kr) = (q0.clone(), k0.clone());
+        op.reference(&mut qr, &mut kr, &table, 5, 0..3).unwrap();
+        // The sequence in the interpreter.
+        let ix = |v: usize| Arg::Index(v as u64);
+        let mut args = vec![
+            Arg::Buffer(Buffer::F32(q0.clone())),
+            Arg::Buffer(Buffer::F32(k0.clone())),
+            Arg::Buffer(Buffer::F32(table.as_slice().to_vec())),
+            ix(3),
+            ix(0),
+            ix(3),
+            ix(5),
+            ix(16),
+            ix(3),
+            ix(2),
+            ix(10),
+            ix(8),
+        ];
+        crate::interp::run(&seq, &mut args).unwrap();
+        assert_same(args[0].f32s().unwrap(), &qr, "sequence q (interp)");
+        assert_same(args[1].f32s().unwrap(), &kr, "sequence k (interp)");
+        // The sequence through the CLIF lowering (an arm).
+        let code = super::super::build_nest(&seq, weft_managed::arm_build::host_isa()).unwrap();
+        // SAFETY: the sequence reads and writes exactly what the family's
+        // nest does (its statements, renamed), inside RopeArgs' buffers.
+        let kernel = unsafe { weft_kernel::Kernel::<RopeArgs>::from_native(&code) }.unwrap();
+        let (mut qa, mut ka) = (q0.clone(), k0.clone());
+        let a = RopeArgs::new(&op, &mut qa, &mut ka, &table, 5, 0..3).unwrap();
+        // SAFETY: `new` checked the extents against live buffers.
+        unsafe { kernel.call(&a) };
+        assert_same(&qa, &qr, "sequence q (arm)");
+        assert_same(&ka, &kr, "sequence k (arm)");
+        // And through the native lowering, where the host runs it.
+        #[cfg(target_arch = "x86_64")]
+        for tier in [
+            crate::native_x64::Tier::Avx512,
+            crate::native_x64::Tier::Avx2,
+        ] {
+            let host = weft_kernel::Host::detect();
+            if weft_kernel::require_features(&host, tier.requires()).is_err() {
+                continue;
+            }
+            let code = crate::native_x64::emit(&seq, tier, weft_x64::Abi::host()).unwrap();
+            // SAFETY: as for the arm: the same nest, lowered natively.
+            let kernel = unsafe { weft_kernel::Kernel::<RopeArgs>::from_native(&code) }.unwrap();
+            let (mut qt, mut kt) = (q0.clone(), k0.clone());
+            let a = RopeArgs::new(&op, &mut qt, &mut kt, &table, 5, 0..3).unwrap();
+            // SAFETY: `new` checked the extents against live buffers.
+            unsafe { kernel.call(&a) };
+            assert_same(&qt, &qr, &format!("sequence q ({tier:?})"));
+            assert_same(&kt, &kr, &format!("sequence k ({tier:?})"));
+        }
+    }
+
     fn case(op: Rope, rows: usize, pos: usize, table: &RopeTable, seed: u64) {
         let k = RopeKernel::of_arm(op).expect("arm");
         let mut rng = Rng::new(seed);
