@@ -58,6 +58,19 @@
 //! arguments with a norm's site. The table lists the roles in the order a
 //! step calls them, which is the plan's order.
 //!
+//! # The residual-and-norm region
+//!
+//! Each residual add is followed by an RMSNorm of the stream it updates
+//! (the attention residual by the FFN norm, the FFN residual by the next
+//! layer's attention norm). The plan declares that pair as a region
+//! ([`regions`]): the chain of the two sites, or one `loopnest.add_rmsnorm`
+//! site computing the chain's bits in one call and two passes over a row.
+//! The planner chooses between them by price (racing when it cannot tell)
+//! and the step runs the choice: with the fused site, a layer after the
+//! first starts with its attention norm already in `h`, and the last
+//! layer's FFN residual stays an add (the head's norm runs on the last
+//! token only). Either choice gives the same logits.
+//!
 //! Numerics: the plan's contracts fix every rounding, and twins compute
 //! their arms' bits, so the logits of a run do not depend on
 //! `WEFT_NATIVE_EMIT` (tested through [`Engine::digest`]).
@@ -69,11 +82,15 @@ use sha2::{Digest, Sha256};
 use weft_arena::PageBuf;
 use weft_attention::{AttentionArgs, AttentionShape, KvSlice, KvType, Layout};
 use weft_kernel::{Family, KernelArgs, Refusal, Residency, Site};
+use weft_loopnest::ops::bench::{AddBench, RmsNormBench};
 use weft_loopnest::{
-    Add, AddArgs, Argmax, ArgmaxArgs, EmbedArgs, EmbedQ8_0, NestOp, RmsNorm, RmsNormArgs, Rope,
-    RopeArgs, RopeTable, SiluMul, SiluMulArgs, Table,
+    Add, AddArgs, AddRmsNorm, AddRmsNormArgs, Argmax, ArgmaxArgs, EmbedArgs, EmbedQ8_0, NestOp,
+    RmsNorm, RmsNormArgs, Rope, RopeArgs, RopeTable, SiluMul, SiluMulArgs, Table,
 };
-use weft_plan::{Catalogue, CompiledPlan, Executor, Options, PlanError, Planner, SiteKernel};
+use weft_plan::{
+    Alternative, Catalogue, CompiledPlan, Executor, Member, Options, PlanError, Planner, Region,
+    SiteKernel,
+};
 use weft_q8::matmul::{self, Q8MatmulArgs};
 use weft_q8::quantize::{self, Q8QuantizeArgs};
 use weft_q8::{BLOCK_BYTES, BLOCK_LEN};
@@ -396,6 +413,9 @@ struct Ops {
     rope: Rope,
     silu: SiluMul,
     add: Add,
+    /// The residual add and the RMSNorm after it, fused (the region's
+    /// alternative to `add` then `norm`).
+    add_norm: AddRmsNorm,
     argmax: Argmax,
 }
 
@@ -415,6 +435,10 @@ impl Ops {
                 .map_err(at(Slot::rope))?,
             silu: SiluMul::new(c.hidden * rows).map_err(at(Slot::ffn_silu_mul))?,
             add: Add::new(c.dim * rows).map_err(at(Slot::attn_residual))?,
+            add_norm: AddRmsNorm::new(c.dim, rows).map_err(|refusal| EngineError::Refused {
+                site: RESIDUAL_NORM[0],
+                refusal,
+            })?,
             argmax: Argmax::new(c.vocab).map_err(at(Slot::argmax))?,
         })
     }
@@ -743,6 +767,60 @@ pub fn sites(c: &Config, chunk: usize) -> Result<Vec<Site>, EngineError> {
     Ok(sites)
 }
 
+/// The labels of the residual-and-norm region's members at one token (a
+/// decode step) and at the plan's chunk: the chain's add and norm, then
+/// the fused site. The region's own label is the fused site's.
+const RESIDUAL_NORM: [&str; 3] = [
+    "blk.*.residual+norm",
+    "blk.*.residual+norm.chain.add",
+    "blk.*.residual+norm.chain.norm",
+];
+const RESIDUAL_NORM_PREFILL: [&str; 3] = [
+    "blk.*.residual+norm@prefill",
+    "blk.*.residual+norm.chain.add@prefill",
+    "blk.*.residual+norm.chain.norm@prefill",
+];
+
+/// The plan's regions: a residual add followed by an RMSNorm (each
+/// layer's attention residual and its FFN norm, and its FFN residual and
+/// the next layer's attention norm) as the chain of the two sites or the
+/// one fused `loopnest.add_rmsnorm` site, at one token and at `chunk`
+/// tokens. Their member sites follow [`sites`] in the plan: per region,
+/// the chain's add and norm, then the fused site.
+pub fn regions(c: &Config, chunk: usize) -> Result<Vec<Region>, EngineError> {
+    [(1, RESIDUAL_NORM), (chunk, RESIDUAL_NORM_PREFILL)]
+        .into_iter()
+        .map(|(rows, [fused, add, norm])| {
+            let ops = Ops::new(c, rows)?;
+            Ok(Region {
+                label: fused.to_owned(),
+                chain: vec![
+                    Member::with_bench(nest(&ops.add).with_label(add), Arc::new(AddBench)),
+                    Member::with_bench(nest(&ops.norm).with_label(norm), Arc::new(RmsNormBench)),
+                ],
+                fused: Member::new(nest(&ops.add_norm).with_label(fused)),
+            })
+        })
+        .collect()
+}
+
+/// The labels of the plan's sites, in plan order: [`SITE_NAMES`], the
+/// batched roles' [`PREFILL_NAMES`], then each region's members (its
+/// chain's add and norm, then its fused site).
+fn plan_labels() -> Vec<&'static str> {
+    let region = |[fused, add, norm]: [&'static str; 3]| [add, norm, fused];
+    SITE_NAMES
+        .into_iter()
+        .chain(
+            (0..SITES)
+                .filter(|&i| ROLES[i].batched())
+                .map(|i| PREFILL_NAMES[i]),
+        )
+        .chain(region(RESIDUAL_NORM))
+        .chain(region(RESIDUAL_NORM_PREFILL))
+        .collect()
+}
+
 /// The catalogue the model's plan draws from: the Q8_0 matrix-vector and
 /// activation-quantiser families, fused attention, the generated kernels.
 pub fn catalogue() -> Result<Catalogue, PlanError> {
@@ -768,8 +846,8 @@ pub struct ModelPlan {
 }
 
 /// Compile the plan of a model shaped `c`: the prompt chunk chosen by
-/// [`choose_prefill_chunk`], then [`sites`] at that chunk over
-/// [`catalogue`], priced by weft-cost for this host, with the planner's
+/// [`choose_prefill_chunk`], then [`sites`] and [`regions`] at that chunk
+/// over [`catalogue`], priced by weft-cost for this host, with the planner's
 /// `options`; `progress(done, total)` follows the compile. The cache is
 /// saved after.
 pub fn compile_plan(
@@ -779,7 +857,11 @@ pub fn compile_plan(
 ) -> Result<ModelPlan, EngineError> {
     let mut planner = Planner::for_host(catalogue()?, weft_host::Host::detect(), options);
     let chunk = choose_prefill_chunk(&mut planner, c)?;
-    let plan = planner.compile_with_progress(&sites(c, chunk.chunk)?, progress)?;
+    let plan = planner.compile_regions_with_progress(
+        &sites(c, chunk.chunk)?,
+        &regions(c, chunk.chunk)?,
+        progress,
+    )?;
     // A cache that cannot be written only costs the next run its time.
     let _ = planner.save_cache();
     Ok(ModelPlan { plan, chunk })
@@ -854,6 +936,51 @@ fn timed_call<A: KernelArgs>(
     #[cfg(test)]
     clock.trace.push(slot);
     Ok(())
+}
+
+/// The fused residual add and RMSNorm of a region that chose it.
+struct Fused {
+    code: SiteKernel<AddRmsNormArgs>,
+    /// Its index in the plan and in the clock.
+    slot: usize,
+    label: &'static str,
+}
+
+impl Fused {
+    /// The fused site's kernel if the region `label` of `plan` chose it,
+    /// `None` if it kept the chain.
+    fn of(plan: &CompiledPlan, label: &'static str) -> Result<Option<Fused>, EngineError> {
+        let region = plan.region(label)?;
+        if region.choice != Alternative::Fused {
+            return Ok(None);
+        }
+        Ok(Some(Fused {
+            code: plan.kernel(region.fused)?,
+            slot: region.fused,
+            label,
+        }))
+    }
+
+    /// `x += y`, then `h = rmsnorm(x) · w` for each of the call's rows,
+    /// `w` the norm weights `tensor` of block `layer`: the chain's bits.
+    fn run(
+        &self,
+        call: &mut Call<'_>,
+        (x, y): (&mut [f32], &[f32]),
+        (tensor, layer): (&'static str, usize),
+        h: &mut [f32],
+    ) -> Result<(), EngineError> {
+        let (weights, ops) = (call.weights, call.ops);
+        let w = weights
+            .vector(tensor, layer)
+            .ok_or(EngineError::MissingTensor {
+                site: self.label,
+                tensor,
+            })?;
+        let eps = weights.config.rms_eps;
+        let args = AddRmsNormArgs::new(&ops.add_norm, x, y, w, h, eps, 0..ops.rows);
+        timed_call(&self.code, self.slot, self.label, call, args)
+    }
 }
 
 /// Every block's matrices of the product roles ([`Declared::PRODUCT`]),
@@ -1193,6 +1320,10 @@ pub struct Engine {
     plan: CompiledPlan,
     kernels: Kernels,
     prefill_kernels: Kernels,
+    /// The residual-and-norm region's fused kernel, at one token and at
+    /// the chunk, where the region chose it over the chain.
+    fused: Option<Fused>,
+    prefill_fused: Option<Fused>,
     panels: Panels,
     /// `ops[n - 1]`: the operations over `n` tokens, `n` up to the
     /// plan's chunk.
@@ -1245,21 +1376,18 @@ impl Engine {
             })?;
         let kernels = Kernels::new(&plan, KernelSet::Decode)?;
         let prefill_kernels = Kernels::new(&plan, KernelSet::Prefill)?;
+        let fused = Fused::of(&plan, RESIDUAL_NORM[0])?;
+        let prefill_fused = Fused::of(&plan, RESIDUAL_NORM_PREFILL[0])?;
         let panels = Panels::new(&weights)?;
-        let labels = SITE_NAMES
-            .into_iter()
-            .chain(
-                (0..SITES)
-                    .filter(|&i| ROLES[i].batched())
-                    .map(|i| PREFILL_NAMES[i]),
-            )
-            .collect();
+        let labels = plan_labels();
         Ok(Engine {
             state: State::new(c, batch)?,
             weights,
             plan,
             kernels,
             prefill_kernels,
+            fused,
+            prefill_fused,
             panels,
             ops,
             chunk: batch,
@@ -1408,6 +1536,8 @@ impl Engine {
         let Engine {
             kernels,
             prefill_kernels,
+            fused,
+            prefill_fused,
             panels,
             ops,
             rope_table,
@@ -1416,10 +1546,10 @@ impl Engine {
             clock,
             ..
         } = self;
-        let k = if chunked {
-            &*prefill_kernels
+        let (k, fused) = if chunked {
+            (&*prefill_kernels, prefill_fused.as_ref())
         } else {
-            &*kernels
+            (&*kernels, fused.as_ref())
         };
         let (one, ops) = (&ops[0], &ops[n - 1]);
         let call = &mut Call {
@@ -1461,7 +1591,11 @@ impl Engine {
         for l in 0..c.layers {
             let slot = p * kvd..(p + n) * kvd;
             let seen = ..(p + n) * kvd;
-            k.attn_norm.norm(call, l, x, h)?;
+            // After the first layer, the fused kernel that ended the layer
+            // before has left this layer's attention norm in `h`.
+            if l == 0 || fused.is_none() {
+                k.attn_norm.norm(call, l, x, h)?;
+            }
             k.attn_norm_q8.quantize(call, h, hq)?;
             product!(attn_q, l, hq, q);
             // The chunk's keys and values: straight into a binary32
@@ -1490,10 +1624,14 @@ impl Engine {
             k.attention.run(call, attn)?;
             k.attention_q8.quantize(call, att, hq)?;
             product!(attn_output, l, hq, proj);
-            let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
-            k.attn_residual.run(call, residual)?;
-
-            k.ffn_norm.norm(call, l, x, h)?;
+            match fused {
+                Some(f) => f.run(call, (x, proj), (k.ffn_norm.tensor, l), h)?,
+                None => {
+                    let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
+                    k.attn_residual.run(call, residual)?;
+                    k.ffn_norm.norm(call, l, x, h)?;
+                }
+            }
             k.ffn_norm_q8.quantize(call, h, hq)?;
             product!(ffn_gate, l, hq, gate);
             product!(ffn_up, l, hq, up);
@@ -1501,8 +1639,16 @@ impl Engine {
             k.ffn_silu_mul.run(call, silu)?;
             k.ffn_silu_mul_q8.quantize(call, gate, mq)?;
             product!(ffn_down, l, mq, proj);
-            let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
-            k.ffn_residual.run(call, residual)?;
+            match fused {
+                // The next layer's attention norm, fused with the residual.
+                Some(f) if l + 1 < c.layers => {
+                    f.run(call, (x, proj), (k.attn_norm.tensor, l + 1), h)?
+                }
+                _ => {
+                    let residual = AddArgs::new(&ops.add, x, proj, 0..n * dim);
+                    k.ffn_residual.run(call, residual)?;
+                }
+            }
         }
         self.pos += n;
         if !head {
@@ -1569,9 +1715,9 @@ mod tests {
     use weft_plan::{CacheLocation, EmitMode, Options, Planner};
 
     use super::{
-        catalogue, choose_prefill_chunk, compile_plan, matmul, prefill_chunks, sites, Engine,
-        LayerCache, Panels, KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, PRODUCTS, ROLES, SITES,
-        SITE_NAMES,
+        catalogue, choose_prefill_chunk, compile_plan, matmul, plan_labels, prefill_chunks, sites,
+        Engine, LayerCache, Panels, Slot, KERNEL_FIELDS, PREFILL_CHUNKS, PREFILL_NAMES, PRODUCTS,
+        ROLES, SITES, SITE_NAMES,
     };
     use crate::weights::BLOCK;
     use crate::{synthetic, Config, KvCache};
@@ -1644,17 +1790,58 @@ mod tests {
         assert_eq!(choice.chunk, lengths[first], "{choice}");
         let plan = compile_plan(&c, options(), &mut |_, _| {}).expect("plan");
         assert_eq!(plan.chunk, choice);
-        for site in &plan.plan.sites()[SITES..] {
+        let batched = ROLES.iter().filter(|r| r.batched()).count();
+        let at_rows = |site: &weft_plan::CompiledSite, n: u64| {
             let g = &site.geometry;
             let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));
             let len = g.get("len");
-            let n = choice.chunk as u64;
             assert!(
                 rows == Some(n) || len.is_some_and(|l| l % n == 0),
                 "{}: {g:?}",
                 site.label
             );
+        };
+        let sites = plan.plan.sites();
+        for site in &sites[SITES..SITES + batched] {
+            at_rows(site, choice.chunk as u64);
         }
+        // Then the regions' members: the step's at one token, the chunk's.
+        let regions = plan.plan.regions();
+        assert_eq!(regions.len(), 2);
+        for (region, n) in regions.iter().zip([1, choice.chunk as u64]) {
+            for &i in region.chain.iter().chain([&region.fused]) {
+                at_rows(&sites[i], n);
+            }
+        }
+        let labels: Vec<&str> = sites.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, plan_labels(), "the clock's labels are the plan's");
+    }
+
+    /// The slots a prompt chunk or a step calls for every layer: each
+    /// block role (`index` maps a role to its site), except that where the
+    /// region chose the fused site (`fused`), it replaces each residual add
+    /// and the norm after it (the next layer's attention norm, for the FFN
+    /// residual of all but the last layer).
+    fn block_trace(
+        index: impl Fn(usize) -> usize,
+        fused: Option<usize>,
+        layers: usize,
+    ) -> Vec<usize> {
+        let block: Vec<usize> = (0..SITES).filter(|&i| ROLES[i].per_layer()).collect();
+        let mut want = Vec::new();
+        for l in 0..layers {
+            for &role in &block {
+                let slot = match (fused, role) {
+                    (Some(_), r) if r == Slot::attn_norm as usize && l > 0 => None,
+                    (Some(_), r) if r == Slot::ffn_norm as usize => None,
+                    (Some(f), r) if r == Slot::attn_residual as usize => Some(f),
+                    (Some(f), r) if r == Slot::ffn_residual as usize && l + 1 < layers => Some(f),
+                    _ => Some(index(role)),
+                };
+                want.extend(slot);
+            }
+        }
+        want
     }
 
     /// A binary16 cache holds each key and value rounded once from the
@@ -1867,11 +2054,14 @@ mod tests {
         let (first, last) = (block[0], block[block.len() - 1]);
         assert_eq!(last - first + 1, block.len(), "block sites are contiguous");
         let mut want: Vec<usize> = (0..first).collect();
-        for _ in 0..c.layers {
-            want.extend(&block);
-        }
+        want.extend(block_trace(
+            |i| i,
+            e.fused.as_ref().map(|f| f.slot),
+            c.layers,
+        ));
         want.extend(last + 1..ROLES.len());
-        let name = |v: &[usize]| v.iter().map(|&i| SITE_NAMES[i]).collect::<Vec<_>>();
+        let labels = plan_labels();
+        let name = |v: &[usize]| v.iter().map(|&i| labels[i]).collect::<Vec<_>>();
         assert_eq!(name(&e.clock.trace), name(&want));
     }
 
@@ -1888,7 +2078,8 @@ mod tests {
         let mut e = arm_engine(&c);
         let batch = e.chunk_choice().chunk;
         assert_eq!(batch, 16, "the cache, shorter than every chunk length");
-        for site in &e.plan().sites()[SITES..] {
+        let batched = ROLES.iter().filter(|r| r.batched()).count();
+        for site in &e.plan().sites()[SITES..SITES + batched] {
             let g = &site.geometry;
             let rows = ["batch", "rows", "lq"].iter().find_map(|k| g.get(k));
             let len = g.get("len");
@@ -1902,12 +2093,11 @@ mod tests {
         e.prefill(&[3, 1, 4, 1, 5, 9, 2, 6, 5, 3]).expect("prefill");
         let index = |i: usize| SITES + (0..i).filter(|&j| ROLES[j].batched()).count();
         let block: Vec<usize> = (0..SITES).filter(|&i| ROLES[i].per_layer()).collect();
+        let fused = e.prefill_fused.as_ref().map(|f| f.slot);
         let mut want = Vec::new();
         for _ in 0..2 {
             want.push(index(0));
-            for _ in 0..c.layers {
-                want.extend(block.iter().map(|&i| index(i)));
-            }
+            want.extend(block_trace(index, fused, c.layers));
         }
         want.extend(block[block.len() - 1] + 1..SITES);
         assert_eq!(e.clock.trace, want);
