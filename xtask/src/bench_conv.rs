@@ -149,6 +149,14 @@ fn shapes() -> Vec<Shape> {
             "mobilenet dw s1",
             ConvGeometry::square(1, 14, 1, 1, 3, 1, 1).depthwise(384),
         ),
+        // ResNeXt-50 (32×4d)'s first grouped 3×3: 32 groups of 4 → 4.
+        (
+            "resnext 3x3 g32",
+            ConvGeometry {
+                groups: 32,
+                ..ConvGeometry::square(1, 56, 128, 128, 3, 1, 1)
+            },
+        ),
     ] {
         v.push(Shape { what, g });
     }

@@ -2,17 +2,21 @@
 //! for either ISA. They are the references their twins are validated
 //! against, and both round as the contract says.
 //!
-//! The direct arm, for each panel of 16 output channels (four f32x4):
+//! The direct arm, for each panel of 16 output channels (four f32x4) —
+//! panel `p = g · group_panels + q` of group `g` (pack's layout), its x
+//! channels `g · cin_g ..` and y channels `g · cout_g + 16q ..`, walked
+//! with `p` (a step, no division):
 //!
 //! ```text
-//! for p in 0..panels
+//! for p in 0..panels                                   // (g, q) walked
 //!   for row in row_start..row_end                     // (b, oh)
 //!     for ow in 0..ow_lo:            pixel(1, checked) // left border
 //!     for ow in ow_lo.. step 2 while ow + 2 ≤ ow_hi:   pixel(2, unchecked)
 //!     for ow in ..out_w:             pixel(1, checked) // the rest
 //! pixel(n): acc = bias; for kh (row inside?) for kw (column inside, if
-//!           checked) for ci: acc[r] = fma(splat(x[r, ci]), w[ci], acc[r]);
-//!           epilogue; store the panel's channels below cout
+//!           checked) for ci in 0..cin_g: acc[r] = fma(splat(x[r, g·cin_g
+//!           + ci]), w[ci], acc[r]); epilogue; store the panel's channels
+//!           below cout_g within the group
 //! ```
 //!
 //! The depthwise arm, per output pixel: the whole panels of 16 channels
@@ -33,7 +37,9 @@ use crate::{bad, contract, offsets, ConvGeometry, Shape, DEPTHWISE, DIRECT, PANE
 /// The arms, one per family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArmKind {
-    /// `conv.direct`: `groups = 1`, tiles of pixels × a 16-channel panel.
+    /// `conv.direct`: every `groups` but depthwise's (grouped and
+    /// channel-multiplier convolutions included), tiles of pixels × a
+    /// 16-channel panel of one group.
     Direct,
     /// `conv.depthwise`: `groups = cin = cout`, vector over channels.
     Depthwise,
@@ -65,7 +71,7 @@ impl ArmKind {
     /// Whether the arm computes `g` (`unsupported-geometry` if not).
     pub fn serves(self, g: &ConvGeometry) -> Result<(), Refusal> {
         let ok = match self {
-            ArmKind::Direct => g.groups == 1,
+            ArmKind::Direct => crate::family_of(g) == DIRECT,
             ArmKind::Depthwise => g.is_depthwise(),
         };
         if ok {
@@ -76,7 +82,7 @@ impl ArmKind {
                     "{} serves {}, not groups = {} with cin = {}, cout = {}",
                     self.name(),
                     match self {
-                        ArmKind::Direct => "groups = 1",
+                        ArmKind::Direct => "every groups but groups = cin = cout (cin > 1)",
                         ArmKind::Depthwise => "groups = cin = cout",
                     },
                     g.groups,
@@ -124,7 +130,7 @@ fn tap_nest(out: &mut Vec<LoopTrip>, g: &ConvGeometry, depth: u32, channels: boo
     out.push(trip("kh", g.k_h, depth));
     out.push(trip("kw", g.k_w, depth + 1));
     if channels {
-        out.push(trip("ci", g.cin, depth + 2));
+        out.push(trip("ci", g.cin / g.groups, depth + 2));
     }
 }
 
@@ -228,7 +234,6 @@ struct Env {
     y: Value,
     in_h: Value,
     in_w: Value,
-    cin: Value,
     cout: Value,
     k_h: Value,
     k_w: Value,
@@ -245,6 +250,12 @@ struct Env {
     row_end: Value,
     img_start: Value,
     oh_start: Value,
+    /// Input channels of a group (the direct reduction's length).
+    cin_g: Value,
+    /// Output channels of a group.
+    cout_g: Value,
+    /// Panels of a group.
+    group_panels: Value,
     /// Bytes of one input pixel (`cin · 4`).
     pix_in: Value,
     /// Bytes of one input row (`in_w · cin · 4`).
@@ -489,7 +500,7 @@ fn direct_pixels(
     let px = b.declare_var(types::I64);
     let pw = b.declare_var(types::I64);
     taps(b, e, row, iw0, checked, |b, xp, t| {
-        let tap_bytes = b.ins().ishl_imm_u(e.cin, 6);
+        let tap_bytes = b.ins().ishl_imm_u(e.cin_g, 6);
         let off = b.ins().imul(t, tap_bytes);
         let wp = b.ins().iadd(wpanel, off);
         b.def_var(px, xp);
@@ -499,7 +510,7 @@ fn direct_pixels(
             b,
             ci,
             zero,
-            |_| e.cin,
+            |_| e.cin_g,
             1,
             |b| {
                 let (pxv, pwv) = (b.use_var(px), b.use_var(pw));
@@ -573,7 +584,17 @@ fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
     let p = b.declare_var(types::I64);
     let row = b.declare_var(types::I64);
     let ow = b.declare_var(types::I64);
+    // The group walk: the panel within its group, and the group's first
+    // x and y channel in bytes (stepped with p, no division).
+    let q = b.declare_var(types::I64);
+    let xg = b.declare_var(types::I64);
+    let yg = b.declare_var(types::I64);
     let zero = b.ins().iconst(types::I64, 0);
+    b.def_var(q, zero);
+    b.def_var(xg, zero);
+    b.def_var(yg, zero);
+    let x_step = b.ins().ishl_imm_u(e.cin_g, 2);
+    let y_step = b.ins().ishl_imm_u(e.cout_g, 2);
     counted(
         b,
         p,
@@ -582,17 +603,22 @@ fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
         1,
         |b| {
             let pv = b.use_var(p);
-            let tap_bytes = b.ins().ishl_imm_u(e.cin, 6);
+            let tap_bytes = b.ins().ishl_imm_u(e.cin_g, 6);
             let taps = b.ins().imul(e.k_h, e.k_w);
             let stride = b.ins().imul(taps, tap_bytes);
             let off = b.ins().imul(pv, stride);
             let wpanel = b.ins().iadd(e.wb, off);
             let off = b.ins().ishl_imm_u(pv, 6);
             let biasp = b.ins().iadd(e.filt, off);
-            let first = b.ins().imul_imm_s(pv, PANEL as i64);
-            let left = b.ins().isub(e.cout, first);
+            let qv = b.use_var(q);
+            let first = b.ins().imul_imm_s(qv, PANEL as i64);
+            let left = b.ins().isub(e.cout_g, first);
             let cap = b.ins().iconst(types::I64, PANEL as i64);
             let lanes = b.ins().umin(left, cap);
+            let qoff = b.ins().ishl_imm_u(qv, 6);
+            let ygv = b.use_var(yg);
+            let yoff = b.ins().iadd(ygv, qoff);
+            let xoff = b.use_var(xg);
             let panel = (wpanel, biasp, lanes);
             let walk = RowWalk::start(b, e);
             counted(
@@ -603,7 +629,8 @@ fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
                 1,
                 |b| {
                     let rv = b.use_var(row);
-                    let ctx = row_ctx(b, e, rv, &walk, Some(off));
+                    let mut ctx = row_ctx(b, e, rv, &walk, Some(yoff));
+                    ctx.xb = b.ins().iadd(ctx.xb, xoff);
                     counted(
                         b,
                         ow,
@@ -646,6 +673,20 @@ fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
                     walk.step(b, e);
                 },
             );
+            // The next panel: q + 1, or the next group's first.
+            let qv = b.use_var(q);
+            let q1 = b.ins().iadd_imm_s(qv, 1);
+            let wrap = b.ins().icmp(IntCC::Equal, q1, e.group_panels);
+            let q1 = b.ins().select(wrap, zero, q1);
+            b.def_var(q, q1);
+            let xgv = b.use_var(xg);
+            let xn = b.ins().iadd(xgv, x_step);
+            let xn = b.ins().select(wrap, xn, xgv);
+            b.def_var(xg, xn);
+            let ygv = b.use_var(yg);
+            let yn = b.ins().iadd(ygv, y_step);
+            let yn = b.ins().select(wrap, yn, ygv);
+            b.def_var(yg, yn);
         },
     );
 }
@@ -823,6 +864,9 @@ pub fn build_function(target: &Target, kind: ArmKind) -> Function {
     let row_end = ld(&mut b, offsets::ROW_END);
     let img_start = ld(&mut b, offsets::IMG_START);
     let oh_start = ld(&mut b, offsets::OH_START);
+    let cin_g = ld(&mut b, offsets::CIN_G);
+    let cout_g = ld(&mut b, offsets::COUT_G);
+    let group_panels = ld(&mut b, offsets::GROUP_PANELS);
     let pix_in = b.ins().ishl_imm_u(cin, 2);
     let row_in = b.ins().imul(in_w, pix_in);
     let pix_out = b.ins().ishl_imm_u(cout, 2);
@@ -834,7 +878,6 @@ pub fn build_function(target: &Target, kind: ArmKind) -> Function {
         y,
         in_h,
         in_w,
-        cin,
         cout,
         k_h,
         k_w,
@@ -851,6 +894,9 @@ pub fn build_function(target: &Target, kind: ArmKind) -> Function {
         row_end,
         img_start,
         oh_start,
+        cin_g,
+        cout_g,
+        group_panels,
         pix_in,
         row_in,
         pix_out,

@@ -56,10 +56,14 @@
 //!
 //! # Families and arms
 //!
-//! - `conv.direct` (`groups = 1`), arm `conv.direct.arm`: the filter in
-//!   panels of 16 output channels ([`pack::DIRECT_LAYOUT`]); register tiles
-//!   of output pixels (along a row) × one panel, vector over `cout`, one
-//!   broadcast of x per pixel and input channel. Pixels whose every tap
+//! - `conv.direct` (every `groups` but depthwise's: `groups = 1`, grouped
+//!   convolutions with `1 < groups < cin`, channel multipliers `groups =
+//!   cin`, `cout = m · cin`), arm `conv.direct.arm`: the filter in panels
+//!   of 16 output channels of one group ([`pack::DIRECT_LAYOUT`]:
+//!   `⌈cout_g / 16⌉` panels a group, padding lanes zero, so a panel never
+//!   mixes groups); register tiles of output pixels (along a row) × one
+//!   panel, vector over the group's output channels, one broadcast of x
+//!   per pixel and input channel of the group. Pixels whose every tap
 //!   column is inside the input run in tiles without column checks; the
 //!   border pixels run one at a time with them.
 //! - `conv.depthwise` (`groups = cin = cout`), arm `conv.depthwise.arm`:
@@ -75,15 +79,22 @@
 //!   order): other bits than the direct arm's, so the planner chooses
 //!   between the two arms by the price of their bytes (stage 1), then
 //!   among the chosen arm's bodies. AVX-512 (7 tiles × 32 channels) and
-//!   AVX2 (6 × 16) twins; no NEON twin yet (on arm64 the arm alone).
+//!   AVX2 (6 × 16) twins, and a NEON one (6 tiles × 16 channels).
 //!
-//! Grouped convolutions with `1 < groups < cin` (or a channel multiplier
-//! above one) have a reference and a contract but no arm yet: both arms
-//! refuse them by name (`unsupported-geometry`).
+//! Grouped convolutions (`1 < groups < cin`, and channel multipliers
+//! above one) belong to `conv.direct` and are served by its direct arm and
+//! its twins: each panel reads its group's input channels `g · cin_g ..
+//! (g + 1) · cin_g` (x's pixel stride stays `cin`), reduces over `cin_g =
+//! cin / groups` in the contract's order, and stores its group's output
+//! channels (y's pixel stride stays `cout`), lanes past `cout_g = cout /
+//! groups` masked. The Winograd arm refuses them by name
+//! (`unsupported-geometry`), as the depthwise arm refuses everything but
+//! `groups = cin = cout`; [`family_of`] sends that one geometry to
+//! `conv.depthwise` and every other to `conv.direct`.
 //!
 //! Twins take an arm's offer and replace its body: AVX-512 and AVX2 + FMA
-//! bodies of each arm ([`twin_x64`]) and NEON ones ([`twin_a64`]), over
-//! the same packed layout, with wider register tiles (up to 12 pixels ×
+//! bodies of each arm ([`twin_x64`], the direct ones once per group) and
+//! NEON ones ([`twin_a64`]), over the same packed layout, with wider register tiles (up to 12 pixels ×
 //! 32 channels; at short rows, AVX-512 direct tiles of 7 pixels spanning
 //! rows × 48 channels, each pixel's taps outside the input masked out of
 //! its FMAs). Threads split the flattened output rows (member view
@@ -296,8 +307,13 @@ pub struct Shape {
     pub ow_lo: u64,
     /// One past the last interior column (at least `ow_lo`).
     pub ow_hi: u64,
-    /// Panels of [`PANEL`] output channels (`⌈cout / 16⌉`).
+    /// Panels of [`PANEL`] output channels of the packed filter: for
+    /// depthwise `⌈cout / 16⌉`; otherwise `groups · group_panels` (a
+    /// panel never mixes groups; [`pack::DIRECT_LAYOUT`]).
     pub panels: u64,
+    /// Panels of one group (`⌈(cout / groups) / 16⌉`; for depthwise,
+    /// where the layout does not split groups, `panels`).
+    pub group_panels: u64,
 }
 
 impl ConvGeometry {
@@ -412,7 +428,13 @@ impl ConvGeometry {
         let y = mul(self.batch, out_h, "y")?;
         let y = mul(y, out_w, "y")?;
         mul(y, self.cout, "y")?;
-        let panels = self.cout.div_ceil(PANEL as u64);
+        let (panels, group_panels) = if self.is_depthwise() {
+            let p = self.cout.div_ceil(PANEL as u64);
+            (p, p)
+        } else {
+            let per = (self.cout / self.groups).div_ceil(PANEL as u64);
+            (self.groups * per, per)
+        };
         let taps = mul(self.k_h, self.k_w, "the filter")?;
         let w = mul(taps, self.cin / self.groups, "the filter")?;
         mul(w, panels * PANEL as u64, "the packed filter")?;
@@ -431,6 +453,7 @@ impl ConvGeometry {
             ow_lo,
             ow_hi: ow_hi.max(ow_lo),
             panels,
+            group_panels,
         })
     }
 
@@ -605,6 +628,16 @@ pub struct ConvArgs {
     pub img_start: u64,
     /// `row_start % out_h`.
     pub oh_start: u64,
+    /// Groups (`cin` for depthwise).
+    pub groups: u64,
+    /// Input channels of a group (`cin / groups`): the direct bodies'
+    /// reduction length.
+    pub cin_g: u64,
+    /// Output channels of a group (`cout / groups`): the direct bodies'
+    /// lane mask counts from it.
+    pub cout_g: u64,
+    /// Panels of one group ([`Shape::group_panels`]).
+    pub group_panels: u64,
 }
 
 /// Byte offsets of the fields of [`ConvArgs`] (the emitters' view).
@@ -655,6 +688,14 @@ pub mod offsets {
     pub const IMG_START: i32 = 168;
     /// `oh_start`.
     pub const OH_START: i32 = 176;
+    /// `groups`.
+    pub const GROUPS: i32 = 184;
+    /// `cin_g`.
+    pub const CIN_G: i32 = 192;
+    /// `cout_g`.
+    pub const COUT_G: i32 = 200;
+    /// `group_panels`.
+    pub const GROUP_PANELS: i32 = 208;
 }
 
 // SAFETY: `ConvArgs` is the `#[repr(C)]` struct of every contract naming
@@ -763,6 +804,10 @@ impl ConvArgs {
             row_end: rows.end,
             img_start: rows.start / s.out_h,
             oh_start: rows.start % s.out_h,
+            groups: g.groups,
+            cin_g: g.cin / g.groups,
+            cout_g: g.cout / g.groups,
+            group_panels: s.group_panels,
         })
     }
 }

@@ -2,17 +2,25 @@
 //! twins, one 64-byte line (16 f32, one zmm, two ymm, four f32x4) per
 //! step a body takes.
 //!
-//! Both layouts start with the bias: `panels` lines, channel `co` at lane
-//! `co % 16` of line `co / 16` (`+0.0` where the site has no bias and past
-//! `cout`). Then:
+//! Both layouts start with the bias: `panels` lines, one lane a channel
+//! (`+0.0` where the site has no bias and in padding lanes). Then:
 //!
-//! - [`DIRECT_LAYOUT`]: for panel `p` (output channels `16p .. 16p + 16`),
-//!   tap `(kh, kw)` and input channel `ci`, the line
-//!   `panels + ((p · k_h + kh) · k_w + kw) · cin + ci` holds
-//!   `w[16p + lane, kh, kw, ci]`, so a tile walks one panel's lines in
-//!   order as its `ci` loop runs;
-//! - [`DEPTHWISE_LAYOUT`]: for panel `p` of channels and tap `(kh, kw)`,
-//!   the line `panels + (p · k_h + kh) · k_w + kw` holds
+//! - [`DIRECT_LAYOUT`] (every `groups` the direct family serves): with
+//!   `cin_g = cin / groups`, `cout_g = cout / groups` and `P_g =
+//!   ⌈cout_g / 16⌉` panels a group, `panels = groups · P_g`. Panel `p =
+//!   g · P_g + q` (group `g`, panel `q` within it) holds the output
+//!   channels `co = g · cout_g + 16q + lane` for the lanes with `16q +
+//!   lane < cout_g`; its other lanes are `+0.0`, so a panel never mixes
+//!   groups. Bias line `p` holds `bias[co]` at `lane`; for tap `(kh, kw)`
+//!   and input channel `ci` of the group (`0 … cin_g − 1`), the line
+//!   `panels + ((p · k_h + kh) · k_w + kw) · cin_g + ci` holds
+//!   `w[co, kh, kw, ci]`, so a tile walks one panel's lines in order as
+//!   its `ci` loop runs. At `groups = 1` this is channel `co` at lane
+//!   `co % 16` of panel `co / 16`, `cin_g = cin`: the layout as it was
+//!   before groups, byte for byte;
+//! - [`DEPTHWISE_LAYOUT`]: channel `co` at lane `co % 16` of panel
+//!   `p = co / 16` (`panels = ⌈cout / 16⌉`); bias line `p`, then for tap
+//!   `(kh, kw)` the line `panels + (p · k_h + kh) · k_w + kw` holds
 //!   `w[16p + lane, kh, kw, 0]`.
 //!
 //! - [`WINOGRAD_LAYOUT`] (the Winograd arm of `conv.direct`): the bias in
@@ -58,6 +66,7 @@ pub struct PackedFilter {
     lines: Vec<Line>,
     cout: u64,
     cin_g: u64,
+    groups: u64,
     k_h: u64,
     k_w: u64,
 }
@@ -96,7 +105,7 @@ impl PackedFilter {
         };
         let mut lines = vec![Line([0.0; PANEL]); panels * (1 + per_panel)];
         for co in 0..g.cout as usize {
-            let (p, lane) = (co / PANEL, co % PANEL);
+            let (p, lane) = slot_of(kind, g.cout, g.groups, co);
             lines[p].0[lane] = bias.map_or(0.0, |b| b[co]);
             for t in 0..taps {
                 for ci in 0..cin_g {
@@ -111,6 +120,7 @@ impl PackedFilter {
             lines,
             cout: g.cout,
             cin_g: cin_g as u64,
+            groups: g.groups,
             k_h: g.k_h,
             k_w: g.k_w,
         })
@@ -168,6 +178,7 @@ impl PackedFilter {
             lines,
             cout: g.cout,
             cin_g: g.cin,
+            groups: 1,
             k_h: g.k_h,
             k_w: g.k_w,
         })
@@ -207,11 +218,11 @@ impl PackedFilter {
         self.kind
     }
 
-    /// Whether this filter is packed for `g` (family, channels, kernel):
-    /// `bad-operand` otherwise.
+    /// Whether this filter is packed for `g` (family, channels, groups,
+    /// kernel): `bad-operand` otherwise.
     pub fn fits(&self, g: &ConvGeometry) -> Result<(), Refusal> {
-        let want = (g.cout, g.cin / g.groups.max(1), g.k_h, g.k_w);
-        let have = (self.cout, self.cin_g, self.k_h, self.k_w);
+        let want = (g.cout, g.cin / g.groups.max(1), g.groups, g.k_h, g.k_w);
+        let have = (self.cout, self.cin_g, self.groups, self.k_h, self.k_w);
         let served = if self.winograd {
             winograd::serves(g)
         } else {
@@ -221,7 +232,7 @@ impl PackedFilter {
             return Err(bad(
                 "w",
                 format!(
-                    "packed for {} (cout, cin/groups, k_h, k_w) = {have:?}, the geometry has {want:?}",
+                    "packed for {} (cout, cin/groups, groups, k_h, k_w) = {have:?}, the geometry has {want:?}",
                     self.layout_name()
                 ),
             ));
@@ -231,7 +242,17 @@ impl PackedFilter {
 
     /// Bias of channel `co` as packed.
     pub fn bias(&self, co: usize) -> f32 {
-        self.lines[co / PANEL].0[co % PANEL]
+        let (p, lane) = self.slot(co);
+        self.lines[p].0[lane]
+    }
+
+    /// The panel and lane of output channel `co` (module docs).
+    fn slot(&self, co: usize) -> (usize, usize) {
+        if self.winograd {
+            (co / PANEL, co % PANEL)
+        } else {
+            slot_of(self.kind, self.cout, self.groups, co)
+        }
     }
 
     /// Weight `(co, kh, kw, ci)` as packed (`ci` within the group). For
@@ -246,14 +267,21 @@ impl PackedFilter {
             let line = 2 * wp + ((xi * wp + p) * cin + ci) * 2 + h;
             return self.lines[line].0[co % PANEL];
         }
-        let panels = (self.cout as usize).div_ceil(PANEL);
+        let panels = match self.kind {
+            ArmKind::Direct => {
+                let cout_g = (self.cout / self.groups.max(1)) as usize;
+                self.groups as usize * cout_g.div_ceil(PANEL)
+            }
+            ArmKind::Depthwise => (self.cout as usize).div_ceil(PANEL),
+        };
         let (taps, cin_g) = ((self.k_h * self.k_w) as usize, self.cin_g as usize);
         let t = kh * self.k_w as usize + kw;
+        let (p, lane) = self.slot(co);
         let line = match self.kind {
-            ArmKind::Direct => panels + (co / PANEL) * taps * cin_g + t * cin_g + ci,
-            ArmKind::Depthwise => panels + (co / PANEL) * taps + t,
+            ArmKind::Direct => panels + p * taps * cin_g + t * cin_g + ci,
+            ArmKind::Depthwise => panels + p * taps + t,
         };
-        self.lines[line].0[co % PANEL]
+        self.lines[line].0[lane]
     }
 
     /// The first element (what a body's `filt` points at).
@@ -303,6 +331,7 @@ impl PackedFilter {
                     lines: lines_of(&op.bytes),
                     cout: g.cout,
                     cin_g: g.cin,
+                    groups: 1,
                     k_h: g.k_h,
                     k_w: g.k_w,
                 });
@@ -332,9 +361,26 @@ impl PackedFilter {
             lines: lines_of(&op.bytes),
             cout: g.cout,
             cin_g: cin_g as u64,
+            groups: g.groups,
             k_h: g.k_h,
             k_w: g.k_w,
         })
+    }
+}
+
+/// The panel and lane of output channel `co` in `kind`'s layout for
+/// `cout` channels in `groups` groups (module docs); a `co` past `cout`
+/// names a padding lane of the last group's panels (as at `groups = 1`).
+fn slot_of(kind: ArmKind, cout: u64, groups: u64, co: usize) -> (usize, usize) {
+    match kind {
+        ArmKind::Direct => {
+            let cout_g = (cout / groups.max(1)).max(1) as usize;
+            // Channels past cout: the last group's padding lanes.
+            let g = (co / cout_g).min(groups.max(1) as usize - 1);
+            let j = co - g * cout_g;
+            (g * cout_g.div_ceil(PANEL) + j / PANEL, j % PANEL)
+        }
+        ArmKind::Depthwise => (co / PANEL, co % PANEL),
     }
 }
 

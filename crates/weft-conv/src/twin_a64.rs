@@ -15,10 +15,16 @@
 //! — and the depthwise tile loads the tap's line once and each pixel's
 //! four vectors of x against it.
 //!
+//! Groups: the direct twin walks its panels in the layout's order, `p =
+//! g · group_panels + q`, stepping `q` and, at a group's last panel, x's
+//! and y's group offsets (`4 · cin_g`, `4 · cout_g`) with `p`; its `ci`
+//! loop runs `cin_g` times, and the ragged panel is the one whose `16q`
+//! reaches past `cout_g`.
+//!
 //! NEON has no masked loads or stores. The direct twin computes a ragged
-//! last panel whole (its lines are zero past `cout`, and x is only
-//! broadcast from channels that exist) and stores it lane by lane up to
-//! `cout`. The depthwise twin cannot load x's lanes past `cout` (they are
+//! last panel of a group whole (its lines are zero past `cout_g`, and x
+//! is only broadcast from channels that exist) and stores it lane by lane
+//! up to `cout_g`. The depthwise twin cannot load x's lanes past `cout` (they are
 //! the next pixel's, or past the buffer), so its channels past the last
 //! whole panel run one at a time, every pixel with row and column checks,
 //! in scalar `fmadd` (`x·w + acc`), as the depthwise arm's tail does.
@@ -133,7 +139,7 @@ pub fn nest(kind: ArmKind, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
         out.push(trip("kh", if used { g.k_h } else { 0 }, depth));
         out.push(trip("kw", g.k_w, depth + 1));
         if channels {
-            out.push(trip("ci", g.cin, depth + 2));
+            out.push(trip("ci", g.cin / g.groups, depth + 2));
         }
     };
     let (tile, leftovers) = PIXELS;
@@ -205,11 +211,16 @@ const S_YROW: i64 = 104;
 const S_WPANEL: i64 = 112;
 /// The panel's (or the channel's) bias.
 const S_BIASP: i64 = 120;
-/// x's byte offset of the panel's (channel's) first channel: depthwise
-/// only, 0 for direct.
+/// x's byte offset of the panel's (channel's) first channel: for direct,
+/// its group's (`4 · g · cin_g`).
 const S_XPANEL: i64 = 128;
 /// y's byte offset of the panel's (channel's) first channel.
 const S_YOFF: i64 = 136;
+/// Direct: the panel's index within its group (`q`).
+const S_Q: i64 = 144;
+/// Direct: y's byte offset of the group's first channel (`4 · g ·
+/// cout_g`).
+const S_YG: i64 = 152;
 const FRAME: i64 = 160;
 
 fn acc(r: usize, u: usize) -> u8 {
@@ -348,7 +359,7 @@ fn tile(a: &mut Assembler, kind: ArmKind, pixels: usize, checked: bool) -> Resul
         match kind {
             ArmKind::Direct => {
                 let ci = a.new_label();
-                field(a, CI, offsets::CIN)?;
+                field(a, CI, offsets::CIN_G)?;
                 a.bind(ci)?;
                 for u in 0..4u8 {
                     a.ldr(q(u), mem(PW).off(16 * i64::from(u)))?;
@@ -388,9 +399,11 @@ fn tile(a: &mut Assembler, kind: ArmKind, pixels: usize, checked: bool) -> Resul
     a.madd(T1, OW, T2, T3)?;
     let (ragged, done) = (a.new_label(), a.new_label());
     if kind == ArmKind::Direct {
-        // T3 = the panel's channels below cout (1..); under 16: lanes.
-        field(a, T3, offsets::COUT)?;
-        a.lsl(CI, P, 4)?;
+        // T3 = the panel's channels below cout_g in its group (1..);
+        // under 16: lanes.
+        field(a, T3, offsets::COUT_G)?;
+        slot(a, CI, S_Q)?;
+        a.lsl(CI, CI, 4)?;
         a.sub(T3, T3, CI)?;
         a.cmp(T3, PANEL as i64)?;
         a.b_cond(Cond::Lo, ragged)?;
@@ -438,7 +451,7 @@ fn channel(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
         match kind {
             ArmKind::Direct => {
                 let ci = a.new_label();
-                field(a, CI, offsets::CIN)?;
+                field(a, CI, offsets::CIN_G)?;
                 a.bind(ci)?;
                 a.ldr(s(4), mem(PX[0]).post(4))?;
                 a.ldr(s(5), mem(PW).post(64))?;
@@ -548,7 +561,7 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
     put(a, T1, S_IMGIN)?;
     match kind {
         ArmKind::Direct => {
-            field(a, T1, offsets::CIN)?;
+            field(a, T1, offsets::CIN_G)?;
             a.lsl(T1, T1, 6)?;
         }
         ArmKind::Depthwise => a.mov(T1, 64)?,
@@ -575,6 +588,8 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
     a.add(T1, T1, T2)?;
     put(a, T1, S_WB)?;
     a.str(XZR, mem(SP).off(S_XPANEL))?;
+    a.str(XZR, mem(SP).off(S_Q))?;
+    a.str(XZR, mem(SP).off(S_YG))?;
 
     // Whole panels (direct: every panel, the ragged one stored by lane).
     a.mov(P, XZR)?;
@@ -594,9 +609,19 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
             a.madd(T1, P, T1, T2)?;
             put(a, T1, S_WPANEL)?;
             a.lsl(T3, P, 6)?;
-            put(a, T3, S_YOFF)?;
-            if kind == ArmKind::Depthwise {
-                put(a, T3, S_XPANEL)?;
+            match kind {
+                ArmKind::Direct => {
+                    // y: the group's channels, then the panel's in it.
+                    slot(a, T1, S_Q)?;
+                    a.lsl(T1, T1, 6)?;
+                    slot(a, T2, S_YG)?;
+                    a.add(T1, T1, T2)?;
+                    put(a, T1, S_YOFF)?;
+                }
+                ArmKind::Depthwise => {
+                    put(a, T3, S_YOFF)?;
+                    put(a, T3, S_XPANEL)?;
+                }
             }
             field(a, T2, offsets::FILT)?;
             a.add(T1, T2, T3)?;
@@ -628,6 +653,9 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
                 }
                 singles(a, kind, offsets::OUT_W)
             })?;
+            if kind == ArmKind::Direct {
+                next_panel(a)?;
+            }
             a.add(P, P, 1)
         },
     )?;
@@ -681,6 +709,30 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
         },
     )?;
     epilogue_frame(a)
+}
+
+/// The direct group walk's step: `q + 1`, or at the group's last panel
+/// `q = 0` and x's and y's group offsets on by `4 · cin_g`, `4 · cout_g`.
+fn next_panel(a: &mut Assembler) -> Result<(), EncodeError> {
+    let same = a.new_label();
+    slot(a, T1, S_Q)?;
+    a.add(T1, T1, 1)?;
+    put(a, T1, S_Q)?;
+    field(a, T2, offsets::GROUP_PANELS)?;
+    a.cmp(T1, T2)?;
+    a.b_cond(Cond::Ne, same)?;
+    a.str(XZR, mem(SP).off(S_Q))?;
+    field(a, T1, offsets::CIN_G)?;
+    a.lsl(T1, T1, 2)?;
+    slot(a, T2, S_XPANEL)?;
+    a.add(T2, T2, T1)?;
+    put(a, T2, S_XPANEL)?;
+    field(a, T1, offsets::COUT_G)?;
+    a.lsl(T1, T1, 2)?;
+    slot(a, T2, S_YG)?;
+    a.add(T2, T2, T1)?;
+    put(a, T2, S_YG)?;
+    a.bind(same)
 }
 
 /// Pop the frame, restore d8–d15, return.

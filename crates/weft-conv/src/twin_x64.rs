@@ -36,6 +36,14 @@
 //! tap outside for all seven is not run. Every pixel is tiled, borders
 //! included; no border pass runs.
 //!
+//! Groups. The direct twins run all of the above once per group `g` (an
+//! outer loop, `cgroups` in the nest): the group's weights start at panel
+//! `g · group_panels`, its x at channel `g · cin_g` and its y at channel
+//! `g · cout_g` (stack slots the bodies read instead of the arguments'
+//! bases), and inside it every panel count, mask and `ci` loop is the
+//! group's (`group_panels`, `cout_g`, `cin_g`), so a tile of several
+//! panels never spans two groups. At `groups = 1` the loop runs once.
+//!
 //! The epilogue is `vmaxps acc, zero, acc` (0 > acc ? 0 : acc) and
 //! `vminps acc, six, acc` (6 < acc ? 6 : acc), the contract's comparisons
 //! operand for operand. Frame: SysV or Win64 ([`ConvX64::with_abi`]); the
@@ -213,12 +221,37 @@ fn trip(name: &str, trips: u64, depth: u32) -> LoopTrip {
 /// The loop nest of a twin at `g` for a call over every row, in the order
 /// the emitter writes its loops (module docs).
 pub fn nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
+    let inner = group_nest(kind, tier, g, s);
+    if kind == ArmKind::Depthwise {
+        return inner;
+    }
+    // The direct twins run everything once per group (module docs).
+    let mut out = vec![trip("cgroups", g.groups, 0)];
+    out.extend(inner.into_iter().map(|t| LoopTrip {
+        depth: t.depth + 1,
+        ..t
+    }));
+    out
+}
+
+/// Output channels of a group and its panels, as the bodies walk them
+/// (for depthwise, all of them: one group).
+fn group_channels(kind: ArmKind, g: &ConvGeometry, s: &Shape) -> (u64, u64) {
+    match kind {
+        ArmKind::Direct => (g.cout / g.groups, s.group_panels),
+        ArmKind::Depthwise => (g.cout, s.panels),
+    }
+}
+
+/// The nest of one group's work (the whole call for depthwise).
+fn group_nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
     let rows = g.batch * s.out_h;
-    let whole = g.cout / PANEL as u64;
+    let (cout_g, panels) = group_channels(kind, g, s);
+    let whole = cout_g / PANEL as u64;
     let taps = |out: &mut Vec<LoopTrip>, depth: u32, used: bool| {
         out.push(trip("kh", if used { g.k_h } else { 0 }, depth));
         out.push(trip("kw", g.k_w, depth + 1));
-        out.push(trip("ci", g.cin, depth + 2));
+        out.push(trip("ci", g.cin / g.groups, depth + 2));
     };
     let mut out = Vec::new();
     if kind == ArmKind::Direct && tier == Tier::Avx512 {
@@ -239,7 +272,7 @@ pub fn nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopT
                 left -= n;
             }
         }
-        guarded.push(s.panels > whole);
+        guarded.push(panels > whole);
         for g in guarded {
             out.push(trip("flat_tiles", used(g, tiles), 0));
             taps(&mut out, 1, true);
@@ -258,15 +291,16 @@ pub fn nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopT
 /// The row tiles' and border pass's nest (module docs).
 fn generic_nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
     let rows = g.batch * s.out_h;
-    let whole = g.cout / PANEL as u64;
+    let (cout_g, panels) = group_channels(kind, g, s);
+    let whole = cout_g / PANEL as u64;
     let group = tier.group() as u64;
-    let (groups, rest) = (whole / group, s.panels - whole / group * group);
+    let (groups, rest) = (whole / group, panels - whole / group * group);
     let channels = kind == ArmKind::Direct;
     let taps = |out: &mut Vec<LoopTrip>, depth: u32, used: bool| {
         out.push(trip("kh", if used { g.k_h } else { 0 }, depth));
         out.push(trip("kw", g.k_w, depth + 1));
         if channels {
-            out.push(trip("ci", g.cin, depth + 2));
+            out.push(trip("ci", g.cin / g.groups, depth + 2));
         }
     };
     let (tile, leftovers) = tier.pixels();
@@ -290,7 +324,7 @@ fn generic_nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<L
     // row's left columns and right ones (the interior's odd column
     // included).
     let blocks = whole / BORDER_PANELS as u64;
-    let single = s.panels - blocks * BORDER_PANELS as u64;
+    let single = panels - blocks * BORDER_PANELS as u64;
     let right = s.out_w - (s.ow_hi - ((s.ow_hi - s.ow_lo) & 1));
     for (name, trips) in [("border_blocks", blocks), ("border_panels", single)] {
         out.push(trip(name, trips, 0));
@@ -360,7 +394,22 @@ const S_TAPW: i32 = 312;
 /// stride − pad`, and its biased x pointer (`x + image + ih0 · row +
 /// iw0 · pixel + 4 · cin`).
 const S_PIX: i32 = 320;
-const FRAME: i32 = 512;
+// The group walk (direct; for depthwise the whole call is one group).
+/// The group `g` (direct only).
+const S_CG: i32 = 512;
+/// The weights after the bias lines (`filt + panels · 64`).
+const S_WB0: i32 = 520;
+/// The group's first bias line (`filt + g · group_panels · 64`).
+const S_BIASB: i32 = 528;
+/// x's group channel `g · cin_g` (`x + 4 · g · cin_g`).
+const S_XG: i32 = 536;
+/// y's group channel `g · cout_g` (`y + 4 · g · cout_g`).
+const S_YG: i32 = 544;
+/// Panels of a group (`group_panels`; depthwise: `panels`).
+const S_GPANELS: i32 = 552;
+/// Output channels of a group (`cout_g`; depthwise: `cout`).
+const S_COUTG: i32 = 560;
+const FRAME: i32 = 576;
 
 /// The vector operations both tiers share, on register numbers.
 #[derive(Clone, Copy)]
@@ -490,13 +539,13 @@ impl V {
         land(e, &mut done)
     }
 
-    /// The masks of the panel `rax` (clobbers rax, rcx, rdx): lanes
-    /// `cout − 16·panel` of 16 kept. AVX-512: k1. AVX2: the two ymm
+    /// The masks of the panel `rax` of its group (clobbers rax, rcx,
+    /// rdx): lanes `cout_g − 16·panel` of 16 kept (`S_COUTG`). AVX-512: k1. AVX2: the two ymm
     /// halves' masks into ymm `regs.0` and `regs.1`.
     fn panel_masks(self, e: &mut Emitter, regs: (usize, usize)) -> Result<(), EmitError> {
         let a = e.asm();
         a.shl(rax, 4)?;
-        a.mov(rdx, qword_ptr(ARGS + offsets::COUT))?;
+        a.mov(rdx, qword_ptr(rsp + S_COUTG))?;
         a.sub(rdx, rax)?; // ≥ 1: the panel exists
         match self.0 {
             Tier::Avx512 => {
@@ -696,7 +745,7 @@ fn tile(
             }
             return Ok(());
         }
-        e.asm().mov(rcx, qword_ptr(ARGS + offsets::CIN))?;
+        e.asm().mov(rcx, qword_ptr(ARGS + offsets::CIN_G))?;
         let mut ci = e.create_label();
         e.set_label(&mut ci)?;
         for u in 0..vectors {
@@ -846,12 +895,12 @@ fn row_setup(e: &mut Emitter) -> Result<(), EmitError> {
     a.sub(rdx, qword_ptr(ARGS + offsets::PAD))?;
     a.mov(qword_ptr(rsp + S_IH0), rdx)?;
     a.imul_2(rax, qword_ptr(rsp + S_IMGIN))?;
-    a.add(rax, qword_ptr(ARGS + offsets::X))?;
+    a.add(rax, qword_ptr(rsp + S_XG))?;
     a.add(rax, qword_ptr(rsp + S_XPANEL))?;
     a.mov(qword_ptr(rsp + S_XB), rax)?;
     a.mov(rax, ROW)?;
     a.imul_2(rax, qword_ptr(rsp + S_ROWOUT))?;
-    a.add(rax, qword_ptr(ARGS + offsets::Y))?;
+    a.add(rax, qword_ptr(rsp + S_YG))?;
     a.mov(rdx, qword_ptr(rsp + S_P))?;
     a.shl(rdx, 6)?;
     a.add(rax, rdx)?;
@@ -904,7 +953,7 @@ fn body(e: &mut Emitter, kind: ArmKind, tier: Tier) -> Result<(), EmitError> {
         e,
         |e, done| {
             e.asm().mov(rax, qword_ptr(rsp + S_P))?;
-            e.asm().cmp(rax, qword_ptr(ARGS + offsets::PANELS))?;
+            e.asm().cmp(rax, qword_ptr(rsp + S_GPANELS))?;
             e.asm().jae(done)?;
             Ok(())
         },
@@ -939,7 +988,7 @@ fn panel_setup(e: &mut Emitter, kind: ArmKind) -> Result<(), EmitError> {
     a.mov(qword_ptr(rsp + S_WPANEL), rax)?;
     a.mov(rax, qword_ptr(rsp + S_P))?;
     a.shl(rax, 6)?;
-    a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
+    a.add(rax, qword_ptr(rsp + S_BIASB))?;
     a.mov(qword_ptr(rsp + S_BIASP), rax)?;
     if kind == ArmKind::Depthwise {
         a.mov(rax, qword_ptr(rsp + S_P))?;
@@ -987,7 +1036,7 @@ fn border(e: &mut Emitter, kind: ArmKind, tier: Tier) -> Result<(), EmitError> {
     while_loop(
         e,
         |e, done| {
-            e.asm().cmp(BP, qword_ptr(ARGS + offsets::PANELS))?;
+            e.asm().cmp(BP, qword_ptr(rsp + S_GPANELS))?;
             e.asm().jae(done)?;
             Ok(())
         },
@@ -1079,7 +1128,7 @@ fn border_block(
         let a = e.asm();
         a.mov(rax, BP)?;
         a.shl(rax, 6)?;
-        a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
+        a.add(rax, qword_ptr(rsp + S_BIASB))?;
     }
     for u in 0..vectors {
         v.load(e, u, ptr(rax + vl * u as i32))?;
@@ -1136,7 +1185,7 @@ fn border_block(
             }
             return Ok(());
         }
-        e.asm().mov(rcx, qword_ptr(ARGS + offsets::CIN))?;
+        e.asm().mov(rcx, qword_ptr(ARGS + offsets::CIN_G))?;
         let mut ci = e.create_label();
         e.set_label(&mut ci)?;
         v.broadcast(e, 8, ptr(PX[0]))?;
@@ -1176,6 +1225,48 @@ fn border_block(
     Ok(())
 }
 
+/// The direct body once per group `g`: its weights from panel `g ·
+/// group_panels` (`S_WB`, `S_BIASB`), its x channels from `g · cin_g`
+/// (`S_XG`) and its y channels from `g · cout_g` (`S_YG`); inside, every
+/// panel index, mask and reduction is the group's.
+fn groups(e: &mut Emitter, tier: Tier) -> Result<(), EmitError> {
+    e.asm().mov(qword_ptr(rsp + S_CG), 0)?;
+    while_loop(
+        e,
+        |e, done| {
+            e.asm().mov(rax, qword_ptr(rsp + S_CG))?;
+            e.asm().cmp(rax, qword_ptr(ARGS + offsets::GROUPS))?;
+            e.asm().jae(done)?;
+            Ok(())
+        },
+        |e| {
+            let a = e.asm();
+            a.mov(rcx, rax)?;
+            a.imul_2(rcx, qword_ptr(ARGS + offsets::GROUP_PANELS))?;
+            a.mov(rdx, rcx)?;
+            a.imul_2(rdx, qword_ptr(rsp + S_PSTRIDE))?;
+            a.add(rdx, qword_ptr(rsp + S_WB0))?;
+            a.mov(qword_ptr(rsp + S_WB), rdx)?;
+            a.shl(rcx, 6)?;
+            a.add(rcx, qword_ptr(ARGS + offsets::FILT))?;
+            a.mov(qword_ptr(rsp + S_BIASB), rcx)?;
+            a.mov(rcx, rax)?;
+            a.imul_2(rcx, qword_ptr(ARGS + offsets::CIN_G))?;
+            a.shl(rcx, 2)?;
+            a.add(rcx, qword_ptr(ARGS + offsets::X))?;
+            a.mov(qword_ptr(rsp + S_XG), rcx)?;
+            a.mov(rcx, rax)?;
+            a.imul_2(rcx, qword_ptr(ARGS + offsets::COUT_G))?;
+            a.shl(rcx, 2)?;
+            a.add(rcx, qword_ptr(ARGS + offsets::Y))?;
+            a.mov(qword_ptr(rsp + S_YG), rcx)?;
+            body(e, ArmKind::Direct, tier)?;
+            e.asm().add(qword_ptr(rsp + S_CG), 1)?;
+            Ok(())
+        },
+    )
+}
+
 fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
     let mut e = Emitter::new(abi)?;
     let mut clobbers = Clobbers::none()
@@ -1211,7 +1302,7 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
         // panel's: every tap's.
         match kind {
             ArmKind::Direct => {
-                a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
+                a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
                 a.shl(rax, 6)?;
             }
             ArmKind::Depthwise => a.mov(rax, 64u64)?,
@@ -1226,13 +1317,28 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
         a.mov(qword_ptr(rsp + S_PIXOUT), rax)?;
         a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
         a.mov(qword_ptr(rsp + S_ROWOUT), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
+        // A group's channels and panels (depthwise: one group of all).
+        let (cout_g, gpanels) = match kind {
+            ArmKind::Direct => (offsets::COUT_G, offsets::GROUP_PANELS),
+            ArmKind::Depthwise => (offsets::COUT, offsets::PANELS),
+        };
+        a.mov(rax, qword_ptr(ARGS + cout_g))?;
+        a.mov(qword_ptr(rsp + S_COUTG), rax)?;
         a.shr(rax, 4)?;
         a.mov(qword_ptr(rsp + S_WHOLE), rax)?;
+        a.mov(rax, qword_ptr(ARGS + gpanels))?;
+        a.mov(qword_ptr(rsp + S_GPANELS), rax)?;
         a.mov(rax, qword_ptr(ARGS + offsets::PANELS))?;
         a.shl(rax, 6)?;
         a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
         a.mov(qword_ptr(rsp + S_WB), rax)?;
+        a.mov(qword_ptr(rsp + S_WB0), rax)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::FILT))?;
+        a.mov(qword_ptr(rsp + S_BIASB), rax)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::X))?;
+        a.mov(qword_ptr(rsp + S_XG), rax)?;
+        a.mov(rax, qword_ptr(ARGS + offsets::Y))?;
+        a.mov(qword_ptr(rsp + S_YG), rax)?;
         if tier == Tier::Avx2 {
             for l in 0..8 {
                 a.mov(
@@ -1242,7 +1348,10 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
             }
         }
     }
-    body(&mut e, kind, tier)?;
+    match kind {
+        ArmKind::Direct => groups(&mut e, tier)?,
+        ArmKind::Depthwise => body(&mut e, kind, tier)?,
+    }
     e.asm().add(rsp, FRAME)?;
     e.epilogue()?;
     e.finish()
@@ -1293,8 +1402,9 @@ fn flat_body(e: &mut Emitter) -> Result<(), EmitError> {
         a.mov(rax, qword_ptr(ARGS + offsets::ROW_END))?;
         a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
         a.mov(qword_ptr(rsp + S_QEND), rax)?;
-        a.mov(rax, qword_ptr(rsp + S_PIXIN))?;
-        a.add(rax, qword_ptr(ARGS + offsets::X))?;
+        a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
+        a.shl(rax, 2)?;
+        a.add(rax, qword_ptr(rsp + S_XG))?;
         a.mov(qword_ptr(rsp + S_SAFE), rax)?;
         a.mov(rax, qword_ptr(ARGS + offsets::K_H))?;
         a.imul_2(rax, qword_ptr(ARGS + offsets::DIL))?;
@@ -1330,7 +1440,7 @@ fn flat_body(e: &mut Emitter) -> Result<(), EmitError> {
     }
     let mut skip = e.create_label();
     e.asm().mov(rax, qword_ptr(rsp + S_P))?;
-    e.asm().cmp(rax, qword_ptr(ARGS + offsets::PANELS))?;
+    e.asm().cmp(rax, qword_ptr(rsp + S_GPANELS))?;
     e.asm().jae(skip)?;
     panel_setup(e, ArmKind::Direct)?;
     e.asm().mov(rax, qword_ptr(rsp + S_P))?;
@@ -1409,7 +1519,7 @@ fn flat_tiles(e: &mut Emitter, vectors: usize, masked: bool) -> Result<(), EmitE
             a.sub(rcx, qword_ptr(rsp + S_Q))?;
             a.mov(rax, qword_ptr(rsp + S_Q))?;
             a.imul_2(rax, qword_ptr(rsp + S_PIXOUT))?;
-            a.add(rax, qword_ptr(ARGS + offsets::Y))?;
+            a.add(rax, qword_ptr(rsp + S_YG))?;
             a.mov(rdx, qword_ptr(rsp + S_P))?;
             a.shl(rdx, 6)?;
             a.add(rax, rdx)?;
@@ -1529,8 +1639,9 @@ fn flat_tap(
     let mut done = e.create_label();
     e.asm().cmp(dword_ptr(rsp + S_ANY), 0)?;
     e.asm().je(done)?;
-    // ci counts up from −4·cin to 0; the pointers are biased by 4·cin.
-    e.asm().mov(rcx, qword_ptr(rsp + S_PIXIN))?;
+    // ci counts up from −4·cin_g to 0; the pointers are biased by 4·cin_g.
+    e.asm().mov(rcx, qword_ptr(ARGS + offsets::CIN_G))?;
+    e.asm().shl(rcx, 2)?;
     e.asm().neg(rcx)?;
     let mut ci = e.create_label();
     e.set_label(&mut ci)?;

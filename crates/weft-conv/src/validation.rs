@@ -16,7 +16,12 @@
 //! - x and y starting 1–3 floats into their buffers; special values
 //!   (NaN, ±∞, ±0, subnormals, overflowing products) sown into x, the
 //!   filter and the bias;
-//! - row ranges (member views), empty ones included.
+//! - row ranges (member views), empty ones included;
+//! - for the direct family, grouped convolutions: groups 2, 3 and 4 with
+//!   `cin / groups` and `cout / groups` from 1, 3, 5, 16, 17, 33 (48, 64:
+//!   several whole panels in a group), and channel multipliers
+//!   (`groups = cin`, `cout = 2 · cin`), over the kernels, strides,
+//!   dilations, paddings, batches, short rows and member views above.
 //!
 //! The output is the whole y buffer, the floats before the start and the
 //! guard after the end included (y starts as NaN), so a store outside the
@@ -241,6 +246,81 @@ pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
     push(&mut gen, geo(1, (56, 56), (3, 17), 7, 2, 3, 1, none), None);
     push(&mut gen, geo(1, (14, 14), (33, 64), 3, 1, 2, 2, none), None);
     push(&mut gen, geo(1, (30, 29), (64, 48), 5, 1, 2, 1, none), None);
+    if !depthwise {
+        for (g, rows) in grouped() {
+            push(&mut gen, g, rows);
+        }
+    }
+    out
+}
+
+/// The grouped geometries of the direct family's cases (module docs):
+/// `(groups, cin_g, cout_g)` over kernels, strides, dilations, paddings,
+/// batches, short rows and member views.
+pub fn grouped() -> Vec<(ConvGeometry, Option<Range<u64>>)> {
+    let none = Activation::None;
+    let with = |groups: u64, (cin_g, cout_g): (u64, u64), g: ConvGeometry| ConvGeometry {
+        cin: groups * cin_g,
+        cout: groups * cout_g,
+        groups,
+        ..g
+    };
+    let base = |b, hw, k, stride, pad, dil| geo(b, hw, (1, 1), k, stride, pad, dil, none);
+    let mut out = Vec::new();
+    // Every channel pair once, groups cycling, 3 × 3 pad 1 and 1 × 1.
+    let sides = [1u64, 3, 5, 16, 17, 33];
+    let mut n = 0u64;
+    for &cin_g in &sides {
+        for &cout_g in &sides {
+            if cin_g == 1 && cout_g == 1 {
+                continue; // groups = cin = cout: depthwise's family
+            }
+            let groups = 2 + n % 3;
+            let k = if n % 4 == 3 { 1 } else { 3 };
+            let g = base(1, (5, 6), k, 1, k / 2, 1);
+            out.push((with(groups, (cin_g, cout_g), g), None));
+            n += 1;
+        }
+    }
+    // Kernels × strides × dilations × paddings, ragged extents.
+    for (groups, ch, b, hw, k, stride, pad, dil) in [
+        (2, (3, 5), 1, (7, 13), 3, 2, 0, 1),
+        (3, (5, 17), 1, (13, 7), 3, 1, 2, 2),
+        (4, (17, 3), 3, (7, 7), 3, 2, 1, 1),
+        (2, (16, 33), 1, (9, 11), 1, 2, 1, 1),
+        (3, (1, 16), 1, (13, 13), 3, 1, 1, 2),
+        (4, (33, 1), 1, (5, 9), 1, 1, 0, 1),
+        (2, (5, 48), 1, (14, 14), 3, 1, 1, 1),
+        (2, (3, 64), 1, (13, 30), 3, 1, 1, 1),
+        (3, (5, 33), 1, (30, 29), 3, 1, 1, 1),
+        (4, (3, 17), 2, (9, 9), 5, 1, 2, 1),
+        (2, (17, 17), 1, (13, 13), 3, 2, 2, 2),
+    ] {
+        let g = base(b, hw, k, stride, pad, dil);
+        out.push((with(groups, ch, g), None));
+    }
+    // Channel multiplier 2 (groups = cin, cout = 2 · cin).
+    for (c, b, hw, k, stride, pad, dil) in [
+        (8, 1, (7, 7), 3, 1, 1, 1),
+        (5, 1, (13, 13), 3, 2, 2, 2),
+        (17, 3, (7, 6), 1, 1, 0, 1),
+        (3, 1, (30, 29), 3, 1, 1, 1),
+    ] {
+        let g = base(b, hw, k, stride, pad, dil);
+        out.push((with(c, (1, 2), g), None));
+    }
+    // Short rows (the flattened tiles) and member views over batch 3.
+    for (groups, ch, b, hw, rows) in [
+        (2, (17, 48), 1, (7, 7), None),
+        (3, (3, 33), 2, (7, 7), Some(3..12)),
+        (4, (5, 5), 2, (5, 9), Some(1..6)),
+        (2, (16, 17), 3, (7, 7), Some(4..11)),
+        (2, (16, 17), 3, (7, 7), Some(20..21)),
+        (3, (5, 3), 3, (7, 7), Some(5..5)),
+    ] {
+        let g = base(b, hw, 3, 1, 1, 1);
+        out.push((with(groups, ch, g), rows));
+    }
     out
 }
 
@@ -260,7 +340,7 @@ unsafe impl Validation for ConvValidation {
     }
 
     fn generator(&self) -> String {
-        format!("{} cases v2", self.0.family())
+        format!("{} cases v3", self.0.family())
     }
 
     fn cases(&self, _offer: &Offer, seed: u64) -> Vec<ConvCase> {

@@ -1,5 +1,6 @@
 //! Both families through the planner, as a downstream user meets them:
-//! sites of each family compiled with weft-cost's model of this host, run
+//! sites of each family (grouped convolutions of the direct family
+//! included) compiled with weft-cost's model of this host, run
 //! on two threads, checked bit for bit against the scalar reference; on
 //! an x64 host with AVX2 + FMA or on arm64 the planner picks a validated
 //! twin; and the
@@ -29,6 +30,17 @@ fn geometries() -> Vec<ConvGeometry> {
             .depthwise(48)
             .with_act(Activation::Relu6),
         ConvGeometry::square(1, 14, 1, 1, 3, 1, 1).depthwise(144),
+        // Grouped (ResNeXt-like: 4 groups of 16 → 24 channels) and a
+        // channel multiplier of 2 (groups = cin = 8, cout = 16): the
+        // direct family.
+        ConvGeometry {
+            groups: 4,
+            ..ConvGeometry::square(1, 14, 64, 96, 3, 1, 1).with_act(Activation::Relu)
+        },
+        ConvGeometry {
+            groups: 8,
+            ..ConvGeometry::square(2, 12, 8, 16, 3, 2, 1)
+        },
     ]
 }
 

@@ -84,8 +84,13 @@
 //! twins ([`x64`]): blocks of 7 (AVX-512) or 6 (AVX2) consecutive tiles of
 //! the flattened `(b, th, tw)` axis, `V` vectorised over `ci` into the
 //! stack, then per group of 32 (16) output channels and position a
-//! register tile of tiles × two vectors over `ci`.
+//! register tile of tiles × two vectors over `ci`. The NEON twin
+//! ([`a64`]): the same walk in blocks of 6 tiles, `V` four channels a
+//! step (the rest one at a time) with a zero line standing in for the
+//! padding, then per 16-channel panel and position 6 × 4 `.4s`
+//! accumulators, `fmla` by element over `ci`.
 
+pub mod a64;
 pub mod arm;
 pub mod reference;
 pub mod validation;
@@ -332,13 +337,19 @@ pub(crate) fn check_offer(name: &str, offer: &Offer) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The Winograd arm's registration: the arm, its x64 twins, its check
-/// (against the arm, on the Winograd cases) and the family's bench.
+/// Every twin of the Winograd arm: the x64 ones ([`x64::twins`]), then
+/// the NEON one ([`a64::twins`]); the planner keeps those the host runs.
+pub fn twins() -> Vec<Arc<dyn weft_kernel::Twin>> {
+    x64::twins().into_iter().chain(a64::twins()).collect()
+}
+
+/// The Winograd arm's registration: the arm, its x64 and NEON twins, its
+/// check (against the arm, on the Winograd cases) and the family's bench.
 pub fn arm_entry() -> weft_kernel::ArmEntry {
     use weft_validate::Checker;
     weft_kernel::ArmEntry::new(
         Arc::new(WinogradArm),
-        x64::twins(),
+        twins(),
         Arc::new(Checker(validation::WinogradValidation)),
         Some(Arc::new(crate::validation::ConvBench(
             crate::arm::ArmKind::Direct,
