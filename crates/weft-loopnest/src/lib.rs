@@ -9,10 +9,10 @@
 //! run them in a scalar interpreter ([`interp`], the reference),
 //! lower them to CLIF ([`lower`]) and offer the compiled bodies as ordinary
 //! arms, one family each ([`entries`]); lower the same nests straight to
-//! x64 machine code ([`native_x64`]) and offer those bodies as the arms'
-//! twins ([`ops::native`]), validated against the arms. The SiLU-gated
-//! product's twins are weft-elementwise's exp maps
-//! ([`ops::silu_mul::twins`]).
+//! x64 ([`native_x64`]) and arm64 ([`native_a64`]) machine code and offer
+//! those bodies as the arms' twins ([`ops::native`]), validated against
+//! the arms. The SiLU-gated product's twins are weft-elementwise's exp
+//! maps ([`ops::silu_mul::twins`]).
 //!
 //! Invariants:
 //!
@@ -23,21 +23,24 @@
 //!   that hunt for differences, on both ISAs.
 //! - **The IR has no backend in it.** Loops, widths, granules, lanes and
 //!   affine indices are explicit and there are no Cranelift types, so the
-//!   CLIF lowering and the native one read the same nest; the native one
+//!   CLIF lowering and the native ones read the same nest; a native one
 //!   may run more iterations a step (the IR's tile rule makes that exact)
 //!   but keeps every reduction's lanes and fold.
 //! - **A twin is judged before it is chosen.** RMSNorm, RoPE, the residual
-//!   add, both embedding gathers and argmax have generated AVX-512 and
-//!   AVX2 twins, each family's [`FamilyEntry`] judging them bit for bit
-//!   against the arm on its own cases (`ops::*::validation`); SiLU·mul's
-//!   twins (x64 AVX-512 and AVX2, arm64 NEON), since the native lowering
-//!   does not express exp, are weft-elementwise's exp-based map bodies,
+//!   add, the fused add→RMSNorm, both embedding gathers and argmax have
+//!   generated AVX-512, AVX2 and NEON twins (one lowering per ISA for all
+//!   nests), each family's [`FamilyEntry`] judging them bit for bit
+//!   against the arm on its own cases (`ops::*::validation`), on whichever
+//!   ISA the host has (arm64 under qemu on the CI's aarch64 leg); SiLU·mul's
+//!   twins (x64 AVX-512 and AVX2, arm64 NEON), since the native lowerings
+//!   do not express exp, are weft-elementwise's exp-based map bodies,
 //!   judged by [`ops::silu_mul::validation`] and raced. A family without
 //!   twins would keep [`NoTwins`], which refuses every twin as
 //!   `no-checker`.
 //! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
 //!   relocations (exp reads its constants through an argument), no
-//!   allocation, no per-call setup beyond loading the arguments. Entry
+//!   allocation, no per-call setup beyond loading the arguments (and, on
+//!   arm64, saving the callee-saved registers a body uses). Entry
 //!   guards tie each argument struct to the shape compiled in, so a body
 //!   never touches memory for arguments of another shape.
 //! - **Fusion changes no numerics.** A fused nest is built from its
@@ -58,6 +61,8 @@
 pub mod interp;
 pub mod ir;
 pub mod lower;
+pub mod native_a64;
+mod native_shared;
 pub mod native_x64;
 pub mod ops;
 pub mod portable;

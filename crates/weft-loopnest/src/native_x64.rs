@@ -84,6 +84,7 @@ use crate::ir::{
     Affine, Binary, Elem, Expr, Extent, Fold, Guard, IrError, Kernel, Loop, ParamId, Reduce,
     ReduceOp, Stmt, Term, Unary, ValId, VarId, F16_REBIAS, F16_SUBNORMAL_SCALE,
 };
+use crate::native_shared::{base_key, innermost, reduce_lanes, trips, BaseKey};
 
 /// Which x64 vector extension a body is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -266,67 +267,8 @@ pub fn emit(kernel: &Kernel, tier: Tier, abi: Abi) -> Result<NativeCode, NativeE
 /// The names are the IR's.
 pub fn loop_trips(kernel: &Kernel, tier: Tier, value: &dyn Fn(ParamId) -> u64) -> Vec<LoopTrip> {
     let mut out = Vec::new();
-    trips(&kernel.body, 0, tier, value, &mut out);
+    trips(&kernel.body, 0, tier.lanes(), value, &mut out);
     out
-}
-
-fn trips(
-    body: &[Stmt],
-    depth: u32,
-    tier: Tier,
-    value: &dyn Fn(ParamId) -> u64,
-    out: &mut Vec<LoopTrip>,
-) {
-    let ext = |e: Extent| match e {
-        Extent::Const(c) => c,
-        Extent::Param(p) => value(p),
-    };
-    for s in body {
-        match s {
-            Stmt::Loop(l) => {
-                let n = ext(l.end).saturating_sub(ext(l.start));
-                let count = if innermost(l) {
-                    n / u64::from(tier.lanes())
-                } else {
-                    n
-                };
-                out.push(LoopTrip {
-                    name: l.name.to_owned(),
-                    trips: count,
-                    depth,
-                });
-                trips(&l.body, depth + 1, tier, value, out);
-            }
-            Stmt::Reduce(r) => {
-                let groups = (r.end - r.start) / u64::from(reduce_lanes(r, tier));
-                if groups > 0 {
-                    out.push(LoopTrip {
-                        name: r.name.to_owned(),
-                        trips: groups,
-                        depth,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The lanes a reduction runs on at `tier`: a sum's are the IR's (they fix
-/// its rounding); an argmax's answer is the same for any lane count (the
-/// IR's [`ReduceOp::ArgMax`]), so it takes four registers' worth at least,
-/// four independent chains of compares instead of one.
-fn reduce_lanes(r: &Reduce, tier: Tier) -> u32 {
-    match r.op {
-        ReduceOp::Sum => r.lanes,
-        ReduceOp::ArgMax => r.lanes.max(4 * tier.lanes()),
-    }
-}
-
-fn innermost(l: &Loop) -> bool {
-    l.body
-        .iter()
-        .all(|s| matches!(s, Stmt::Let { .. } | Stmt::Store { .. }))
 }
 
 /// What one pass produced.
@@ -422,15 +364,6 @@ enum Mode {
 enum Leaf {
     Const(u32),
     Param(ParamId),
-}
-
-/// An access's loop-invariant part: the buffer and its index with the
-/// loop variable's term removed, in bytes of `size`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct BaseKey {
-    buf: ParamId,
-    rest: Affine,
-    size: u64,
 }
 
 /// Bytes below `rsp` of the AVX2 mask window: 8 words of ones, 8 of zeros.
@@ -1557,7 +1490,7 @@ impl<'k> Native<'k> {
             )));
         }
         let w = u64::from(self.tier.lanes());
-        let lanes = u64::from(reduce_lanes(r, self.tier));
+        let lanes = u64::from(reduce_lanes(r, self.tier.lanes()));
         if lanes < w {
             return Err(unsupported(format!(
                 "reduce `{}`: {lanes} lanes, fewer than a register's {w}",
@@ -2187,23 +2120,6 @@ impl<'k> Native<'k> {
 fn low32(r: AsmRegister64) -> Result<AsmRegister32, NativeError> {
     get_gpr32(Register::EAX + Register::from(r).number() as u32)
         .ok_or_else(|| unsupported("a 32-bit view of a register"))
-}
-
-/// The base of an access along `var`: its index without `var`'s terms.
-fn base_key(buf: ParamId, at: &Affine, var: VarId, size: u64) -> BaseKey {
-    BaseKey {
-        buf,
-        rest: Affine {
-            terms: at
-                .terms
-                .iter()
-                .filter(|(_, t)| *t != Term::Var(var))
-                .copied()
-                .collect(),
-            constant: at.constant,
-        },
-        size,
-    }
 }
 
 /// The bases and invariant leaves of `e` along `var`.

@@ -39,9 +39,14 @@ fn arm_offer<O: NestOp>(g: Geometry) -> (Offer, NativeCode) {
     (offer, code)
 }
 
-/// `O`'s registered twins.
+/// `O`'s registered x64 twins (its arm64 one is `native_a64_twins.rs`'s).
 fn twins_of<O: NestOp>() -> Vec<Arc<dyn Twin>> {
-    family_entry::<O>().arms[0].twins.clone()
+    family_entry::<O>().arms[0]
+        .twins
+        .iter()
+        .filter(|t| t.isa() == weft_kernel::Isa::X86_64)
+        .cloned()
+        .collect()
 }
 
 /// `twin` judged by `O`'s registered check at `g`.

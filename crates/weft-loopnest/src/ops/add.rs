@@ -231,7 +231,11 @@ unsafe impl NestOp for Add {
     }
 
     fn twins() -> Vec<Arc<dyn Twin>> {
-        super::native::x64_twins::<Self>("loopnest.add.twin.avx512", "loopnest.add.twin.avx2")
+        super::native::native_twins::<Self>(
+            "loopnest.add.twin.avx512",
+            "loopnest.add.twin.avx2",
+            "loopnest.add.twin.neon",
+        )
     }
 
     fn twin_check() -> Arc<dyn TwinCheck> {

@@ -372,9 +372,10 @@ unsafe impl NestOp for AddRmsNorm {
     }
 
     fn twins() -> Vec<Arc<dyn Twin>> {
-        super::native::x64_twins::<Self>(
+        super::native::native_twins::<Self>(
             "loopnest.add_rmsnorm.twin.avx512",
             "loopnest.add_rmsnorm.twin.avx2",
+            "loopnest.add_rmsnorm.twin.neon",
         )
     }
 

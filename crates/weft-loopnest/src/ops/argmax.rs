@@ -235,7 +235,11 @@ unsafe impl NestOp for Argmax {
     }
 
     fn twins() -> Vec<Arc<dyn Twin>> {
-        super::native::x64_twins::<Self>("loopnest.argmax.twin.avx512", "loopnest.argmax.twin.avx2")
+        super::native::native_twins::<Self>(
+            "loopnest.argmax.twin.avx512",
+            "loopnest.argmax.twin.avx2",
+            "loopnest.argmax.twin.neon",
+        )
     }
 
     fn twin_check() -> Arc<dyn TwinCheck> {

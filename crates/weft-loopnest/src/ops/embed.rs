@@ -499,14 +499,16 @@ unsafe impl<const Q8: bool> NestOp for Embed<Q8> {
 
     fn twins() -> Vec<Arc<dyn Twin>> {
         if Q8 {
-            super::native::x64_twins::<Self>(
+            super::native::native_twins::<Self>(
                 "loopnest.embed_q8_0.twin.avx512",
                 "loopnest.embed_q8_0.twin.avx2",
+                "loopnest.embed_q8_0.twin.neon",
             )
         } else {
-            super::native::x64_twins::<Self>(
+            super::native::native_twins::<Self>(
                 "loopnest.embed_f32.twin.avx512",
                 "loopnest.embed_f32.twin.avx2",
+                "loopnest.embed_f32.twin.neon",
             )
         }
     }

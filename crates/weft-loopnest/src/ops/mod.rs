@@ -77,8 +77,8 @@ pub unsafe trait NestOp: Clone + std::fmt::Debug + Send + Sync + 'static {
     fn index_at_geometry(&self, name: &str) -> u64;
 
     /// The twins that take the arm's offers, for every ISA (none by
-    /// default; [`native::x64_twins`] for a nest the native lowering
-    /// expresses).
+    /// default; [`native::native_twins`] for a nest the native lowerings
+    /// express).
     fn twins() -> Vec<Arc<dyn Twin>> {
         Vec::new()
     }

@@ -385,9 +385,10 @@ unsafe impl NestOp for RmsNorm {
     }
 
     fn twins() -> Vec<Arc<dyn Twin>> {
-        super::native::x64_twins::<Self>(
+        super::native::native_twins::<Self>(
             "loopnest.rmsnorm.twin.avx512",
             "loopnest.rmsnorm.twin.avx2",
+            "loopnest.rmsnorm.twin.neon",
         )
     }
 

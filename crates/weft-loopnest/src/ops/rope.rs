@@ -558,7 +558,11 @@ unsafe impl NestOp for Rope {
     }
 
     fn twins() -> Vec<Arc<dyn Twin>> {
-        super::native::x64_twins::<Self>("loopnest.rope.twin.avx512", "loopnest.rope.twin.avx2")
+        super::native::native_twins::<Self>(
+            "loopnest.rope.twin.avx512",
+            "loopnest.rope.twin.avx2",
+            "loopnest.rope.twin.neon",
+        )
     }
 
     fn twin_check() -> Arc<dyn TwinCheck> {
