@@ -29,11 +29,12 @@
 //! at eight geometries: 3×3 stride 1 at 28×28×64, 14×14×128 and 7×7×256
 //! (the short rows), a 1×1 at 28×28×64→128, a 7×7 stride-2 stem of three
 //! channels, a ragged 13×13×17→33 stride 2, and two depthwise 3×3 (stride
-//! 1 and 2). Every arm of the site's family that serves the geometry and
-//! every x64 twin of it the host runs is a candidate; arms may carry
-//! contracts of their own, so each body must give its own arm's bits. The
-//! rows score which tile, and where a family has several arms, which
-//! arithmetic, the prices prefer. Residency is priced as for the GEMM rows.
+//! 1 and 2). Every arm the site's family registers that serves the
+//! geometry (`conv.direct`'s direct and Winograd arms at the 3×3 stride-1
+//! shapes) and every x64 twin of it the host runs is a candidate; arms may
+//! carry contracts of their own, so each body must give its own arm's
+//! bits. The rows score which tile, and where a family has several arms,
+//! which arithmetic, the prices prefer. Residency is priced as for the GEMM rows.
 //!
 //! Residency differs from the other families: a GEMM reuses its operands
 //! many times within a call, and the shapes here are a layer's weights
@@ -962,7 +963,6 @@ fn conv_rows(
     rows_out: &mut Vec<Row>,
     mca: &mut McaCache,
 ) -> Result<(), String> {
-    use weft_conv::arm::{ArmKind as ConvKind, ConvArm};
     use weft_conv::{Activation, ConvArgs, ConvGeometry, PackedFilter};
     let err = |e: weft_kernel::Refusal| e.to_string();
     for &(batch, size, cin, cout, k, stride, pad, dw) in CONV_SHAPES {
@@ -991,12 +991,14 @@ fn conv_rows(
         let mut filters = Vec::new();
         let mut cands: Vec<Candidate<ConvCall>> = Vec::new();
         let mut residency = Residency::Cached;
-        for kind in ConvKind::ALL {
-            if kind.family() != family {
-                continue;
-            }
-            let arm = ConvArm(kind);
-            let offer = match weft_conv::arm::offer(kind, &site) {
+        // Every arm the family registers, as the planner sees them.
+        let entry = weft_conv::entries()
+            .into_iter()
+            .find(|e| e.family.name() == family)
+            .ok_or_else(|| format!("{family} is not registered"))?;
+        for a in &entry.arms {
+            let arm = a.arm.as_ref();
+            let offer = match arm.offer(&site, host) {
                 Err(r) if r.name() == "unsupported-geometry" => continue,
                 other => other.map_err(err)?,
             };
@@ -1024,7 +1026,7 @@ fn conv_rows(
                 unscheduled,
                 code,
             });
-            for twin in weft_conv::twin_x64::twins(kind) {
+            for twin in &a.twins {
                 if twin.isa() != Isa::X86_64
                     || weft_kernel::require_features(host, twin.requires()).is_err()
                 {
