@@ -1119,7 +1119,8 @@ impl<'k> Native<'k> {
         let displ = offset * size as i64;
         let displ_size = u32::from(displ != 0);
         Ok(match at.coefficient(var) {
-            0 => MemoryOperand::with_base_displ(Register::from(base), displ),
+            // Not moving with `var`: the same element at every offset.
+            0 => MemoryOperand::with_base(Register::from(base)),
             _ => {
                 let index = *self
                     .vars

@@ -782,3 +782,90 @@ fn emission_is_deterministic() {
     twice::<Argmax>(len(100));
     twice::<EmbedQ8_0>(embed(100, 96));
 }
+
+/// RMSNorm's nest with its sum of squares over `lanes` lanes of
+/// `x[r, i] · x[r, 0]`: a load that does not move with the reduction (no
+/// term in its variable) beside one that does.
+fn rmsnorm_with_an_invariant_load(dim: usize, lanes: u32) -> weft_loopnest::ir::Kernel {
+    use weft_loopnest::ir::{Binary, Expr, Stmt, Term};
+    let mut nest = RmsNorm::new(dim, 1).expect("shape").nest();
+    fn set(body: &mut [Stmt], lanes: u32) {
+        for s in body {
+            match s {
+                Stmt::Reduce(r) => {
+                    r.lanes = lanes;
+                    let var = r.var;
+                    let Expr::Binary(Binary::Mul, a, _) = &r.value else {
+                        panic!("RMSNorm squares x: {:?}", r.value)
+                    };
+                    let Expr::Load {
+                        buf,
+                        elem,
+                        at,
+                        swap_pairs,
+                    } = a.as_ref().clone()
+                    else {
+                        panic!("RMSNorm squares a load: {a:?}")
+                    };
+                    let mut fixed = at.clone();
+                    fixed.terms.retain(|(_, t)| *t != Term::Var(var));
+                    let pinned = Expr::Load {
+                        buf,
+                        elem,
+                        at: fixed,
+                        swap_pairs,
+                    };
+                    r.value = Expr::Binary(Binary::Mul, a.clone(), Box::new(pinned));
+                }
+                Stmt::Loop(l) => set(&mut l.body, lanes),
+                _ => {}
+            }
+        }
+    }
+    set(&mut nest.body, lanes);
+    nest.check().expect("a well-formed nest");
+    nest
+}
+
+/// A load whose index does not move with a reduction reads the same
+/// element in every register of a step: the generated body gives the CLIF
+/// arm's bits for the same nest when a step spans several registers (32
+/// lanes: two zmm, four ymm) and at every remainder.
+#[test]
+fn a_load_fixed_along_a_reduction_reads_one_element_in_every_register() {
+    use weft_loopnest::RmsNormArgs;
+    for dim in [1usize, 7, 16, 31, 32, 33, 64, 100] {
+        let nest = rmsnorm_with_an_invariant_load(dim, 32);
+        let arm = weft_loopnest::ops::build_nest(&nest, host().isa).expect("the arm builds");
+        let rows = 3;
+        let x: Vec<f32> = (0..dim * rows)
+            .map(|i| ((i * 37 % 101) as f32 + 1.0) / 7.0)
+            .collect();
+        let w: Vec<f32> = (0..dim).map(|i| 1.0 + (i % 5) as f32 / 8.0).collect();
+        let op = RmsNorm::new(dim, rows).expect("shape");
+        let run = |code: &NativeCode| -> Vec<u32> {
+            let mut y = vec![f32::NAN; dim * rows];
+            let args = RmsNormArgs::new(&op, &x, &w, &mut y, 1e-5, 0..rows).expect("args");
+            // SAFETY: both bodies were built from a nest over RmsNormArgs'
+            // fields, whose extents `RmsNormArgs::new` checked against x, w
+            // and y, live until the call returns.
+            unsafe {
+                let k = weft_kernel::Kernel::<RmsNormArgs>::from_native(code).expect("placed");
+                k.call(&args);
+            }
+            y.iter().map(|v| v.to_bits()).collect()
+        };
+        let want = run(&arm);
+        for tier in [Tier::Avx512, Tier::Avx2] {
+            let needs = match tier {
+                Tier::Avx512 => &[weft_kernel::Feature::Avx512f][..],
+                Tier::Avx2 => &[weft_kernel::Feature::Avx2, weft_kernel::Feature::Fma][..],
+            };
+            if require_features(&host(), needs).is_err() {
+                continue;
+            }
+            let code = native_x64::emit(&nest, tier, Abi::host()).expect("emits");
+            assert_eq!(run(&code), want, "dim {dim}, {tier:?}");
+        }
+    }
+}
