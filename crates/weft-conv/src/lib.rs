@@ -81,6 +81,20 @@
 //!   among the chosen arm's bodies. AVX-512 (7 tiles × 32 channels) and
 //!   AVX2 (6 × 16) twins, and a NEON one (6 tiles × 16 channels).
 //!
+//! - `conv.direct`, third arm `conv.direct.grouped` ([`grouped`]): grouped
+//!   convolutions whose groups have 1, 2, 4 or 8 output channels (and at
+//!   most 32 input channels a panel), the direct contract unchanged, so the same
+//!   bits as the direct arm: panels of 16 output channels spanning `16 /
+//!   cout_g` consecutive groups ([`pack::GROUPED_LAYOUT`]), where the
+//!   direct arm's one-group panels leave most lanes idle. The arm
+//!   broadcasts each f32x4's own group's x (lane by lane at `cout_g` 1
+//!   and 2); the AVX-512 and AVX2 twins load a panel's input channels
+//!   once a tap and permute them per `ci` (`vpermps`, `vpermi2ps`; AVX2
+//!   per 8-lane half). No NEON twin yet: on arm64 the arm declines to
+//!   offer (`wrong-isa`) and the direct arm's NEON twin serves. The planner picks it by price (ResNeXt's
+//!   32-group 3 × 3: 3.5× the direct twin); other grouped geometries it
+//!   refuses by name (`unsupported-geometry`) and the direct arm serves.
+//!
 //! Grouped convolutions (`1 < groups < cin`, and channel multipliers
 //! above one) belong to `conv.direct` and are served by its direct arm and
 //! its twins: each panel reads its group's input channels `g · cin_g ..
@@ -130,6 +144,7 @@
 //! ```
 
 pub mod arm;
+pub mod grouped;
 pub mod pack;
 pub mod reference;
 pub mod twin_a64;
@@ -813,7 +828,8 @@ impl ConvArgs {
 }
 
 /// The two families as a planner registers them: `conv.direct` (the
-/// direct arm, shipped, then the Winograd arm, [`winograd`]) and
+/// direct arm, shipped, then the Winograd arm, [`winograd`], then the
+/// grouped arm, [`grouped`]) and
 /// `conv.depthwise` (one arm), each arm with its twins (the planner keeps
 /// those the host runs; on other ISAs the arm alone), its check and its
 /// micro-race bench.
@@ -837,6 +853,7 @@ pub fn entry(kind: arm::ArmKind) -> weft_kernel::FamilyEntry {
     )];
     if kind == arm::ArmKind::Direct {
         arms.push(winograd::arm_entry());
+        arms.push(grouped::arm_entry());
     }
     weft_kernel::FamilyEntry {
         family: weft_kernel::Family(kind.family()),

@@ -31,6 +31,16 @@
 //!   two lines `bias + ((ξ · ⌈cout/32⌉ + p) · cin + ci) · 2 + h` hold
 //!   `U[ξ][ci][32p + 16h + lane]`.
 //!
+//! - [`GROUPED_LAYOUT`] (the grouped arm of `conv.direct`,
+//!   [`crate::grouped`], `cout_g` dividing 16): panels of 16 output
+//!   channels across groups, channel `co` at lane `co % 16` of panel
+//!   `p = co / 16` (`⌈cout / 16⌉` panels; panel `p` covers the `16 /
+//!   cout_g` groups from `g0 = 16p / cout_g`, lane `l` being channel
+//!   `(g0 + l / cout_g) · cout_g + l % cout_g`); bias line `p`, then for
+//!   tap `(kh, kw)` and input channel `ci` of the lane's group the line
+//!   `panels + ((p · k_h + kh) · k_w + kw) · cin_g + ci` holds
+//!   `w[co, kh, kw, ci]`.
+//!
 //! Lanes past `cout` are `+0.0`, so a body may compute a ragged panel's
 //! whole line and store only the channels that exist. Storage is 64-byte
 //! aligned.
@@ -40,9 +50,10 @@ use std::sync::Arc;
 use weft_kernel::{PackedOperand, Refusal};
 
 use crate::arm::ArmKind;
-use crate::winograd;
 use crate::{bad, ConvGeometry, PANEL};
+use crate::{grouped, winograd};
 
+pub use crate::grouped::GROUPED_LAYOUT;
 pub use crate::winograd::WINOGRAD_LAYOUT;
 
 /// The direct arm's layout name, as offers and twins check it.
@@ -63,6 +74,9 @@ pub struct PackedFilter {
     /// Packed for the Winograd arm of `conv.direct` (then `kind` is
     /// `Direct`).
     winograd: bool,
+    /// Packed for the grouped arm of `conv.direct` ([`GROUPED_LAYOUT`];
+    /// then `kind` is `Direct`).
+    grouped: bool,
     lines: Vec<Line>,
     cout: u64,
     cin_g: u64,
@@ -117,6 +131,7 @@ impl PackedFilter {
         Ok(PackedFilter {
             kind,
             winograd: false,
+            grouped: false,
             lines,
             cout: g.cout,
             cin_g: cin_g as u64,
@@ -175,6 +190,7 @@ impl PackedFilter {
         Ok(PackedFilter {
             kind: ArmKind::Direct,
             winograd: true,
+            grouped: false,
             lines,
             cout: g.cout,
             cin_g: g.cin,
@@ -182,6 +198,67 @@ impl PackedFilter {
             k_h: g.k_h,
             k_w: g.k_w,
         })
+    }
+
+    /// Pack the OHWI filter `w` and the optional `bias` for the grouped
+    /// arm ([`GROUPED_LAYOUT`]). Refused by name as [`PackedFilter::pack`]
+    /// refuses, and for geometries the grouped arm does not serve.
+    pub fn pack_grouped(
+        g: &ConvGeometry,
+        w: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Result<PackedFilter, Refusal> {
+        grouped::serves(g)?;
+        g.check()?;
+        if w.len() != g.w_len() {
+            return Err(bad(
+                "w",
+                format!("{} elements, a {:?} filter has {}", w.len(), g, g.w_len()),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() as u64 != g.cout {
+                return Err(bad(
+                    "bias",
+                    format!("{} elements, cout = {}", b.len(), g.cout),
+                ));
+            }
+        }
+        let panels = grouped::panels(g) as usize;
+        let (taps, cin_g) = ((g.k_h * g.k_w) as usize, (g.cin / g.groups) as usize);
+        let mut lines = vec![Line([0.0; PANEL]); Self::grouped_lines(g)];
+        for co in 0..g.cout as usize {
+            let (p, lane) = (co / PANEL, co % PANEL);
+            lines[p].0[lane] = bias.map_or(0.0, |b| b[co]);
+            for t in 0..taps {
+                for ci in 0..cin_g {
+                    let line = panels + (p * taps + t) * cin_g + ci;
+                    lines[line].0[lane] = w[(co * taps + t) * cin_g + ci];
+                }
+            }
+        }
+        Ok(PackedFilter {
+            kind: ArmKind::Direct,
+            winograd: false,
+            grouped: true,
+            lines,
+            cout: g.cout,
+            cin_g: cin_g as u64,
+            groups: g.groups,
+            k_h: g.k_h,
+            k_w: g.k_w,
+        })
+    }
+
+    /// Lines of a grouped packing for `g`.
+    fn grouped_lines(g: &ConvGeometry) -> usize {
+        let taps = (g.k_h * g.k_w) as usize;
+        grouped::panels(g) as usize * (1 + taps * (g.cin / g.groups.max(1)) as usize)
+    }
+
+    /// Whether this is the grouped arm's packing ([`GROUPED_LAYOUT`]).
+    pub fn is_grouped(&self) -> bool {
+        self.grouped
     }
 
     /// Lines of a Winograd packing for `g`.
@@ -199,6 +276,8 @@ impl PackedFilter {
     pub fn layout_name(&self) -> &'static str {
         if self.winograd {
             WINOGRAD_LAYOUT
+        } else if self.grouped {
+            GROUPED_LAYOUT
         } else {
             Self::layout(self.kind)
         }
@@ -225,6 +304,8 @@ impl PackedFilter {
         let have = (self.cout, self.cin_g, self.groups, self.k_h, self.k_w);
         let served = if self.winograd {
             winograd::serves(g)
+        } else if self.grouped {
+            grouped::serves(g)
         } else {
             self.kind.serves(g)
         };
@@ -248,7 +329,7 @@ impl PackedFilter {
 
     /// The panel and lane of output channel `co` (module docs).
     fn slot(&self, co: usize) -> (usize, usize) {
-        if self.winograd {
+        if self.winograd || self.grouped {
             (co / PANEL, co % PANEL)
         } else {
             slot_of(self.kind, self.cout, self.groups, co)
@@ -265,6 +346,13 @@ impl PackedFilter {
             let xi = 4 * kh + kw;
             let (p, h) = (co / 32, (co % 32) / PANEL);
             let line = 2 * wp + ((xi * wp + p) * cin + ci) * 2 + h;
+            return self.lines[line].0[co % PANEL];
+        }
+        if self.grouped {
+            let panels = (self.cout as usize).div_ceil(PANEL);
+            let (taps, cin_g) = ((self.k_h * self.k_w) as usize, self.cin_g as usize);
+            let t = kh * self.k_w as usize + kw;
+            let line = panels + ((co / PANEL) * taps + t) * cin_g + ci;
             return self.lines[line].0[co % PANEL];
         }
         let panels = match self.kind {
@@ -328,10 +416,33 @@ impl PackedFilter {
                 return Ok(PackedFilter {
                     kind: ArmKind::Direct,
                     winograd: true,
+                    grouped: false,
                     lines: lines_of(&op.bytes),
                     cout: g.cout,
                     cin_g: g.cin,
                     groups: 1,
+                    k_h: g.k_h,
+                    k_w: g.k_w,
+                });
+            }
+            GROUPED_LAYOUT => {
+                grouped::serves(g)?;
+                g.check()?;
+                let want = Self::grouped_lines(g) * 64;
+                if op.bytes.len() != want {
+                    return Err(bad(
+                        "w",
+                        format!("{} bytes, {g:?} packed is {want}", op.bytes.len()),
+                    ));
+                }
+                return Ok(PackedFilter {
+                    kind: ArmKind::Direct,
+                    winograd: false,
+                    grouped: true,
+                    lines: lines_of(&op.bytes),
+                    cout: g.cout,
+                    cin_g: g.cin / g.groups,
+                    groups: g.groups,
                     k_h: g.k_h,
                     k_w: g.k_w,
                 });
@@ -358,6 +469,7 @@ impl PackedFilter {
         Ok(PackedFilter {
             kind,
             winograd: false,
+            grouped: false,
             lines: lines_of(&op.bytes),
             cout: g.cout,
             cin_g: cin_g as u64,

@@ -944,7 +944,7 @@ fn the_win64_body_computes_what_the_sysv_body_does() {
 
 /// Both families register their arm, with its two x64 twins and its
 /// NEON twin; `conv.direct` then its Winograd arm's two x64 twins and
-/// its NEON twin.
+/// its NEON twin, then its grouped arm's AVX-512 and AVX2 twins.
 #[test]
 fn both_families_register_their_arm_and_twins() {
     let e = entries();
@@ -968,7 +968,9 @@ fn both_families_register_their_arm_and_twins() {
                     "conv.direct.twin.neon.6x16",
                     "conv.direct.winograd.twin.avx512.7x32",
                     "conv.direct.winograd.twin.avx2.6x16",
-                    "conv.direct.winograd.twin.neon.6x16"
+                    "conv.direct.winograd.twin.neon.6x16",
+                    "conv.direct.grouped.twin.avx512.8x16",
+                    "conv.direct.grouped.twin.avx2.2x16"
                 ]
             ),
             (

@@ -297,13 +297,14 @@ fn the_win64_bodies_emit() {
     }
 }
 
-/// `conv.direct` registers the direct arm first (shipped) and the
-/// Winograd arm second, with its two x64 twins and its NEON twin.
+/// `conv.direct` registers the direct arm first (shipped), the Winograd
+/// arm second, with its two x64 twins and its NEON twin, then the
+/// grouped arm.
 #[test]
 fn the_direct_family_registers_the_winograd_arm_second() {
     let e = crate::entry(crate::arm::ArmKind::Direct);
     let arms: Vec<&str> = e.arms.iter().map(|a| a.arm.name()).collect();
-    assert_eq!(arms, vec!["conv.direct.arm", NAME]);
+    assert_eq!(arms, vec!["conv.direct.arm", NAME, crate::grouped::NAME]);
     let twins: Vec<&str> = e.arms[1].twins.iter().map(|t| t.name()).collect();
     assert_eq!(
         twins,
