@@ -98,13 +98,13 @@ impl ArmKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConvArm(pub ArmKind);
 
-fn flags() -> MemFlagsData {
+pub(crate) fn flags() -> MemFlagsData {
     let mut f = MemFlagsData::new().with_endianness(Endianness::Little);
     f.set_notrap();
     f
 }
 
-fn le() -> MemFlagsData {
+pub(crate) fn le() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 
@@ -228,53 +228,53 @@ unsafe impl weft_kernel::Arm for ConvArm {
 }
 
 /// The argument fields every body loads, and values derived from them.
-struct Env {
-    x: Value,
-    filt: Value,
-    y: Value,
-    in_h: Value,
-    in_w: Value,
-    cout: Value,
-    k_h: Value,
-    k_w: Value,
-    stride: Value,
-    pad: Value,
-    dil: Value,
-    out_h: Value,
-    out_w: Value,
-    ow_lo: Value,
-    ow_hi: Value,
-    panels: Value,
-    act: Value,
-    row_start: Value,
-    row_end: Value,
-    img_start: Value,
-    oh_start: Value,
+pub(crate) struct Env {
+    pub(crate) x: Value,
+    pub(crate) filt: Value,
+    pub(crate) y: Value,
+    pub(crate) in_h: Value,
+    pub(crate) in_w: Value,
+    pub(crate) cout: Value,
+    pub(crate) k_h: Value,
+    pub(crate) k_w: Value,
+    pub(crate) stride: Value,
+    pub(crate) pad: Value,
+    pub(crate) dil: Value,
+    pub(crate) out_h: Value,
+    pub(crate) out_w: Value,
+    pub(crate) ow_lo: Value,
+    pub(crate) ow_hi: Value,
+    pub(crate) panels: Value,
+    pub(crate) act: Value,
+    pub(crate) row_start: Value,
+    pub(crate) row_end: Value,
+    pub(crate) img_start: Value,
+    pub(crate) oh_start: Value,
     /// Input channels of a group (the direct reduction's length).
-    cin_g: Value,
+    pub(crate) cin_g: Value,
     /// Output channels of a group.
-    cout_g: Value,
+    pub(crate) cout_g: Value,
     /// Panels of a group.
-    group_panels: Value,
+    pub(crate) group_panels: Value,
     /// Bytes of one input pixel (`cin · 4`).
-    pix_in: Value,
+    pub(crate) pix_in: Value,
     /// Bytes of one input row (`in_w · cin · 4`).
-    row_in: Value,
+    pub(crate) row_in: Value,
     /// Bytes of one output pixel (`cout · 4`).
-    pix_out: Value,
+    pub(crate) pix_out: Value,
     /// The weights after the bias lines.
-    wb: Value,
+    pub(crate) wb: Value,
 }
 
 /// The image and the row in it of the current flattened row: set from
 /// `img_start`/`oh_start` before the row loop, stepped after each row.
-struct RowWalk {
+pub(crate) struct RowWalk {
     img: Variable,
     oh: Variable,
 }
 
 impl RowWalk {
-    fn start(b: &mut FunctionBuilder<'_>, e: &Env) -> RowWalk {
+    pub(crate) fn start(b: &mut FunctionBuilder<'_>, e: &Env) -> RowWalk {
         let w = RowWalk {
             img: b.declare_var(types::I64),
             oh: b.declare_var(types::I64),
@@ -285,7 +285,7 @@ impl RowWalk {
     }
 
     /// The next row: `oh + 1`, or the next image's row 0.
-    fn step(&self, b: &mut FunctionBuilder<'_>, e: &Env) {
+    pub(crate) fn step(&self, b: &mut FunctionBuilder<'_>, e: &Env) {
         let (img, oh) = (b.use_var(self.img), b.use_var(self.oh));
         let oh = b.ins().iadd_imm_s(oh, 1);
         let wrap = b.ins().icmp(IntCC::Equal, oh, e.out_h);
@@ -299,19 +299,19 @@ impl RowWalk {
 }
 
 /// Where one row's pixels read and write.
-struct RowCtx {
+pub(crate) struct RowCtx {
     /// The image's first input element.
-    xb: Value,
+    pub(crate) xb: Value,
     /// `oh · stride − pad` (wrapping: a negative row is a huge unsigned).
-    ih0: Value,
+    pub(crate) ih0: Value,
     /// y's first element of the row (plus the panel, for direct).
-    yrow: Value,
+    pub(crate) yrow: Value,
 }
 
 /// A counted loop `var = start; while var < end { body; var += step }`,
 /// the body emitted by `body` from its first block (leaving the builder in
 /// an open block that continues to the increment).
-fn counted(
+pub(crate) fn counted(
     b: &mut FunctionBuilder<'_>,
     var: Variable,
     start: Value,
@@ -333,7 +333,7 @@ fn counted(
 }
 
 /// `var = start; while more(var) { body; var += step }`.
-fn looped(
+pub(crate) fn looped(
     b: &mut FunctionBuilder<'_>,
     var: Variable,
     start: Value,
@@ -363,7 +363,7 @@ fn looped(
 /// columns `kw` whose input column is inside (checked only when
 /// `checked`); `inner` gets the tap's input pixel address and its tap
 /// index `kh · k_w + kw`, and emits from the tap's block.
-fn taps(
+pub(crate) fn taps(
     b: &mut FunctionBuilder<'_>,
     e: &Env,
     row: &RowCtx,
@@ -430,7 +430,7 @@ fn taps(
 
 /// The epilogue on `vals` (f32x4 or f32), in place: nothing, ReLU, or
 /// ReLU then the clamp at 6, as `act` says at run time.
-fn epilogue(b: &mut FunctionBuilder<'_>, e: &Env, vals: &[Variable], vector: bool) {
+pub(crate) fn epilogue(b: &mut FunctionBuilder<'_>, e: &Env, vals: &[Variable], vector: bool) {
     let relu = b.create_block();
     let six = b.create_block();
     let done = b.create_block();
@@ -695,7 +695,7 @@ fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
 /// panel's byte offset within a pixel) is added to the output address.
 /// The row's image and row in it come from the walk's variables (no
 /// division: on arm64 Cranelift guards a `udiv` with a trap block).
-fn row_ctx(
+pub(crate) fn row_ctx(
     b: &mut FunctionBuilder<'_>,
     e: &Env,
     rv: Value,
@@ -830,9 +830,27 @@ fn build_depthwise(b: &mut FunctionBuilder<'_>, e: &Env) {
     );
 }
 
-/// Build the CLIF of `kind` for `target`.
-pub fn build_function(target: &Target, kind: ArmKind) -> Function {
-    let mut func = target.leaf_function("conv_arm");
+/// Where a layout's weights start: after `panels` bias lines, the count
+/// in the arguments (the direct and depthwise layouts), or one line per
+/// 16 output channels (the grouped layout, whose panels span groups).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BiasLines {
+    /// `ConvArgs::panels`.
+    Panels,
+    /// `⌈cout / 16⌉`.
+    CoutLanes,
+}
+
+/// A leaf function named `name` over [`ConvArgs`](crate::ConvArgs): every
+/// field loaded into an [`Env`] (its `panels` and the weights' start as
+/// `lines` says), then `body`, then the return.
+pub(crate) fn build_with(
+    target: &Target,
+    name: &str,
+    lines: BiasLines,
+    body: impl FnOnce(&mut FunctionBuilder<'_>, &Env),
+) -> Function {
+    let mut func = target.leaf_function(name);
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(&mut func, &mut fctx);
     let ptr = target.pointer_type();
@@ -858,7 +876,13 @@ pub fn build_function(target: &Target, kind: ArmKind) -> Function {
     let out_w = ld(&mut b, offsets::OUT_W);
     let ow_lo = ld(&mut b, offsets::OW_LO);
     let ow_hi = ld(&mut b, offsets::OW_HI);
-    let panels = ld(&mut b, offsets::PANELS);
+    let panels = match lines {
+        BiasLines::Panels => ld(&mut b, offsets::PANELS),
+        BiasLines::CoutLanes => {
+            let p = b.ins().iadd_imm_s(cout, PANEL as i64 - 1);
+            b.ins().ushr_imm_u(p, 4)
+        }
+    };
     let act = ld(&mut b, offsets::ACT);
     let row_start = ld(&mut b, offsets::ROW_START);
     let row_end = ld(&mut b, offsets::ROW_END);
@@ -902,12 +926,17 @@ pub fn build_function(target: &Target, kind: ArmKind) -> Function {
         pix_out,
         wb,
     };
-    match kind {
-        ArmKind::Direct => build_direct(&mut b, &e),
-        ArmKind::Depthwise => build_depthwise(&mut b, &e),
-    }
+    body(&mut b, &e);
     b.ins().return_(&[]);
     b.seal_all_blocks();
     b.finalize(target.frontend_config());
     func
+}
+
+/// Build the CLIF of `kind` for `target`.
+pub fn build_function(target: &Target, kind: ArmKind) -> Function {
+    build_with(target, "conv_arm", BiasLines::Panels, |b, e| match kind {
+        ArmKind::Direct => build_direct(b, e),
+        ArmKind::Depthwise => build_depthwise(b, e),
+    })
 }
