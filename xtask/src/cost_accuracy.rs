@@ -156,7 +156,7 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use weft_cost::{CalibrationHost, CostModel, MemoryLevel, Priced, TableId};
 use weft_elementwise::arm::{ElementwiseArm, ElementwiseKernel};
@@ -779,6 +779,44 @@ fn elementwise_rows(
     Ok(())
 }
 
+/// Every body of `arm` at `offer` this host runs — the arm's, then each
+/// x64 twin's — placed, priced at `residency` and made a candidate by
+/// `call` (which binds the kernel to its arguments).
+fn bodies<A: weft_kernel::KernelArgs, K>(
+    host: &Host,
+    models: &Models,
+    (arm, twins): (&dyn Arm, &[Arc<dyn Twin>]),
+    offer: &Offer,
+    residency: Residency,
+    call: impl Fn(Kernel<A>) -> K,
+    out: &mut Vec<Candidate<K>>,
+) -> Result<(), String> {
+    let err = |e: weft_kernel::Refusal| e.to_string();
+    let runnable = twins.iter().filter(|t| {
+        t.isa() == Isa::X86_64 && weft_kernel::require_features(host, t.requires()).is_ok()
+    });
+    let arm_body = (arm.name(), arm.build(offer, Isa::X86_64), arm.nest(offer));
+    let twin_bodies = runnable.map(|t| (t.name(), t.emit(offer), t.nest(offer)));
+    for (name, code, nest) in std::iter::once(arm_body).chain(twin_bodies) {
+        let code = code.map_err(err)?;
+        // SAFETY: an arm's body and its twins honour the leaf ABI of their
+        // argument struct `A` (the twins are validated bit for bit against
+        // their arm by the family's tests); the callers run each once and
+        // compare its bits before measuring it.
+        let kernel = unsafe { Kernel::<A>::from_native(&code) }.map_err(err)?;
+        let (priced, unscheduled) = price(models, name, &code, &nest, offer, residency)?;
+        out.push(Candidate {
+            name,
+            arm: arm.name(),
+            kernel: call(kernel),
+            priced,
+            unscheduled,
+            code,
+        });
+    }
+    Ok(())
+}
+
 /// A placed `f32.gemm` body and the arguments it is measured with.
 struct GemmCall {
     kernel: Kernel<GemmArgs>,
@@ -855,53 +893,17 @@ fn gemm_rows(
                 .map_err(err)?;
             // The packed copy lives on the heap: moving `ops` keeps it put.
             operands.push(ops);
-            let code = arm.build(&offer, Isa::X86_64).map_err(err)?;
-            // SAFETY: the arm's body honours the GemmArgs leaf ABI.
-            let kernel = unsafe { Kernel::<GemmArgs>::from_native(&code) }.map_err(err)?;
-            let (priced, unscheduled) = price(
+            let twins = weft_gemm::twin_x64::twins(kind);
+            let call = |kernel| GemmCall { kernel, args };
+            bodies(
+                host,
                 models,
-                arm.name(),
-                &code,
-                &arm.nest(&offer),
+                (&arm, &twins),
                 &offer,
                 residency,
+                call,
+                &mut cands,
             )?;
-            cands.push(Candidate {
-                name: arm.name(),
-                arm: arm.name(),
-                kernel: GemmCall { kernel, args },
-                priced,
-                unscheduled,
-                code,
-            });
-            for twin in weft_gemm::twin_x64::twins(kind) {
-                if twin.isa() != Isa::X86_64
-                    || weft_kernel::require_features(host, twin.requires()).is_err()
-                {
-                    continue;
-                }
-                let code = twin.emit(&offer).map_err(err)?;
-                // SAFETY: the f32.gemm twins are validated bit for bit
-                // against their arm and honour the leaf ABI (weft-gemm's
-                // tests); the check below runs each once here too.
-                let kernel = unsafe { Kernel::<GemmArgs>::from_native(&code) }.map_err(err)?;
-                let (priced, unscheduled) = price(
-                    models,
-                    twin.name(),
-                    &code,
-                    &twin.nest(&offer),
-                    &offer,
-                    residency,
-                )?;
-                cands.push(Candidate {
-                    name: twin.name(),
-                    arm: arm.name(),
-                    kernel: GemmCall { kernel, args },
-                    priced,
-                    unscheduled,
-                    code,
-                });
-            }
         }
         // One contract, one set of bits: a body that disagrees with the
         // first arm would be measured doing other work.
@@ -1007,53 +1009,16 @@ fn conv_rows(
             let args = ConvArgs::new(&g, &x, &filter, &mut y).map_err(err)?;
             // The packed lines live on the heap: moving `filter` keeps them put.
             filters.push(filter);
-            let code = arm.build(&offer, Isa::X86_64).map_err(err)?;
-            // SAFETY: the arm's body honours the ConvArgs leaf ABI.
-            let kernel = unsafe { Kernel::<ConvArgs>::from_native(&code) }.map_err(err)?;
-            let (priced, unscheduled) = price(
+            let call = |kernel| ConvCall { kernel, args };
+            bodies(
+                host,
                 models,
-                arm.name(),
-                &code,
-                &arm.nest(&offer),
+                (arm, &a.twins),
                 &offer,
                 residency,
+                call,
+                &mut cands,
             )?;
-            cands.push(Candidate {
-                name: arm.name(),
-                arm: arm.name(),
-                kernel: ConvCall { kernel, args },
-                priced,
-                unscheduled,
-                code,
-            });
-            for twin in &a.twins {
-                if twin.isa() != Isa::X86_64
-                    || weft_kernel::require_features(host, twin.requires()).is_err()
-                {
-                    continue;
-                }
-                let code = twin.emit(&offer).map_err(err)?;
-                // SAFETY: the convolution twins are validated bit for bit
-                // against their arm and honour the leaf ABI (weft-conv's
-                // tests); the check below runs each once here too.
-                let kernel = unsafe { Kernel::<ConvArgs>::from_native(&code) }.map_err(err)?;
-                let (priced, unscheduled) = price(
-                    models,
-                    twin.name(),
-                    &code,
-                    &twin.nest(&offer),
-                    &offer,
-                    residency,
-                )?;
-                cands.push(Candidate {
-                    name: twin.name(),
-                    arm: arm.name(),
-                    kernel: ConvCall { kernel, args },
-                    priced,
-                    unscheduled,
-                    code,
-                });
-            }
         }
         if cands.is_empty() {
             return Err(format!("{family} {geometry}: no arm serves it"));

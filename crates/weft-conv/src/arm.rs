@@ -473,6 +473,78 @@ pub(crate) fn epilogue(b: &mut FunctionBuilder<'_>, e: &Env, vals: &[Variable], 
     b.switch_to_block(done);
 }
 
+/// A tile's accumulators, `npix` pixels × four f32x4, each starting at
+/// the panel's bias line (`biasp`).
+pub(crate) fn tile_accumulators(
+    b: &mut FunctionBuilder<'_>,
+    biasp: Value,
+    npix: usize,
+) -> Vec<Variable> {
+    let f = flags();
+    let accs: Vec<Variable> = (0..npix * 4).map(|_| b.declare_var(types::F32X4)).collect();
+    for r in 0..npix {
+        for v in 0..4 {
+            let x = b.ins().load(types::F32X4, f, biasp, 16 * v as i32);
+            b.def_var(accs[r * 4 + v], x);
+        }
+    }
+    accs
+}
+
+/// A tile's epilogue and stores: the `npix` pixels from column `ow` of
+/// `row`, the panel's first `lanes` channels (whole panels as vectors, a
+/// ragged one lane by lane).
+pub(crate) fn finish_tile(
+    b: &mut FunctionBuilder<'_>,
+    e: &Env,
+    row: &RowCtx,
+    accs: &[Variable],
+    (ow, npix, lanes): (Value, usize, Value),
+) {
+    let f = flags();
+    epilogue(b, e, accs, true);
+    // Store: whole panels as vectors, a ragged one lane by lane.
+    let whole = b.create_block();
+    let ragged = b.create_block();
+    let done = b.create_block();
+    let full = b.ins().icmp_imm_u(IntCC::Equal, lanes, PANEL as i64);
+    b.ins().brif(full, whole, &[], ragged, &[]);
+    let pixel_ptr = |b: &mut FunctionBuilder<'_>, r: usize| {
+        let o = b.ins().iadd_imm_s(ow, r as i64);
+        let o = b.ins().imul(o, e.pix_out);
+        b.ins().iadd(row.yrow, o)
+    };
+    b.switch_to_block(whole);
+    for r in 0..npix {
+        let p = pixel_ptr(b, r);
+        for v in 0..4 {
+            let a = b.use_var(accs[r * 4 + v]);
+            b.ins().store(f, a, p, 16 * v as i32);
+        }
+    }
+    b.ins().jump(done, &[]);
+    b.switch_to_block(ragged);
+    for r in 0..npix {
+        let p = pixel_ptr(b, r);
+        for l in 0..PANEL {
+            let st = b.create_block();
+            let next = b.create_block();
+            let more = b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThan, lanes, l as i64);
+            b.ins().brif(more, st, &[], next, &[]);
+            b.switch_to_block(st);
+            let a = b.use_var(accs[r * 4 + l / 4]);
+            let s = b.ins().extractlane(a, (l % 4) as u8);
+            b.ins().store(f, s, p, 4 * l as i32);
+            b.ins().jump(next, &[]);
+            b.switch_to_block(next);
+        }
+    }
+    b.ins().jump(done, &[]);
+    b.switch_to_block(done);
+}
+
 /// One direct tile of `npix` pixels from column `ow` × the panel at
 /// `wpanel` (bias at `biasp`, `lanes` channels to store).
 #[allow(clippy::too_many_arguments)]
@@ -486,13 +558,7 @@ fn direct_pixels(
     checked: bool,
 ) {
     let f = flags();
-    let accs: Vec<Variable> = (0..npix * 4).map(|_| b.declare_var(types::F32X4)).collect();
-    for r in 0..npix {
-        for v in 0..4 {
-            let x = b.ins().load(types::F32X4, f, biasp, 16 * v as i32);
-            b.def_var(accs[r * 4 + v], x);
-        }
-    }
+    let accs = tile_accumulators(b, biasp, npix);
     let s = b.ins().imul(ow, e.stride);
     let iw0 = b.ins().isub(s, e.pad);
     let pix_step = b.ins().imul(e.stride, e.pix_in);
@@ -537,47 +603,7 @@ fn direct_pixels(
             },
         );
     });
-    epilogue(b, e, &accs, true);
-    // Store: whole panels as vectors, a ragged one lane by lane.
-    let whole = b.create_block();
-    let ragged = b.create_block();
-    let done = b.create_block();
-    let full = b.ins().icmp_imm_u(IntCC::Equal, lanes, PANEL as i64);
-    b.ins().brif(full, whole, &[], ragged, &[]);
-    let pixel_ptr = |b: &mut FunctionBuilder<'_>, r: usize| {
-        let o = b.ins().iadd_imm_s(ow, r as i64);
-        let o = b.ins().imul(o, e.pix_out);
-        b.ins().iadd(row.yrow, o)
-    };
-    b.switch_to_block(whole);
-    for r in 0..npix {
-        let p = pixel_ptr(b, r);
-        for v in 0..4 {
-            let a = b.use_var(accs[r * 4 + v]);
-            b.ins().store(f, a, p, 16 * v as i32);
-        }
-    }
-    b.ins().jump(done, &[]);
-    b.switch_to_block(ragged);
-    for r in 0..npix {
-        let p = pixel_ptr(b, r);
-        for l in 0..PANEL {
-            let st = b.create_block();
-            let next = b.create_block();
-            let more = b
-                .ins()
-                .icmp_imm_u(IntCC::UnsignedGreaterThan, lanes, l as i64);
-            b.ins().brif(more, st, &[], next, &[]);
-            b.switch_to_block(st);
-            let a = b.use_var(accs[r * 4 + l / 4]);
-            let s = b.ins().extractlane(a, (l % 4) as u8);
-            b.ins().store(f, s, p, 4 * l as i32);
-            b.ins().jump(next, &[]);
-            b.switch_to_block(next);
-        }
-    }
-    b.ins().jump(done, &[]);
-    b.switch_to_block(done);
+    finish_tile(b, e, row, &accs, (ow, npix, lanes));
 }
 
 fn build_direct(b: &mut FunctionBuilder<'_>, e: &Env) {
