@@ -533,11 +533,17 @@ fn alone_estimate(worked: Duration, ran: usize, n: usize, whole: Duration) -> Du
 
 /// Parts a split call is cut into on `threads` threads with a budget of
 /// `max_parts`: [`PARTS_PER_THREAD`] per thread, at most `max_parts`, at
-/// least one per thread (one in all on one thread).
+/// least one per thread (one in all on one thread), and always a whole
+/// number per thread. Even parts claimed by equal threads finish together
+/// only then: 3 parts on 2 threads leave one thread two thirds of the work
+/// (ResNet's 1×1 14×14×256→1024 took 0.61 ms in 3 parts, 0.47 in 2, Zen 4).
 pub fn parts_for(threads: u64, max_parts: u64) -> u64 {
     match threads {
         0 | 1 => 1,
-        t => (t * PARTS_PER_THREAD).min(max_parts).max(t),
+        t => {
+            let p = (t * PARTS_PER_THREAD).min(max_parts).max(t);
+            p - p % t
+        }
     }
 }
 
@@ -580,12 +586,14 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn parts_are_one_per_thread_at_least_the_budget_and_at_most_four_per_thread() {
+    fn parts_are_a_whole_number_per_thread_within_the_budget_and_at_most_four_each() {
         assert_eq!(parts_for(1, u64::MAX), 1);
         assert_eq!(parts_for(2, u64::MAX), 2 * PARTS_PER_THREAD);
         assert_eq!(parts_for(2, 0), 2, "a budget below the threads is one each");
-        assert_eq!(parts_for(2, 5), 5);
+        assert_eq!(parts_for(2, 3), 2, "never an odd part left to one thread");
+        assert_eq!(parts_for(2, 5), 4);
         assert_eq!(parts_for(3, 2), 3);
+        assert_eq!(parts_for(3, 8), 6);
         assert_eq!(parts_for(4, 1000), 4 * PARTS_PER_THREAD);
     }
 

@@ -83,7 +83,8 @@ pub struct Options {
     /// A split call is cut into at most one part per this many cycles of
     /// its chosen body's price (never fewer parts than threads, never more
     /// than [`PARTS_PER_THREAD`](crate::exec::PARTS_PER_THREAD) per
-    /// thread; an unpriced body one part per thread): a part pays a claim,
+    /// thread, a whole number per thread; an unpriced body one part per
+    /// thread): a part pays a claim,
     /// a call, the body's own per-call setup (`q8_0.matmul` builds its
     /// vectors' scratch table in every part, attention its frame and
     /// constants) and the cache lines another core wrote. The default,

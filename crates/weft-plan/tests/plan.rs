@@ -634,7 +634,7 @@ fn threaded_execution_is_bit_identical_to_one_thread() {
 
 /// A split site's parts follow its price: one per `part_min_cycles` of
 /// the chosen body's price, never fewer than the threads, never more than
-/// four per thread.
+/// four per thread, a whole number per thread.
 #[test]
 fn a_split_site_is_cut_into_one_part_per_part_min_cycles_of_its_price() {
     let (rows, blocks, batch) = (301usize, 13usize, 3usize);
@@ -657,11 +657,15 @@ fn a_split_site_is_cut_into_one_part_per_part_min_cycles_of_its_price() {
     };
     let price = compile(0.0).sites()[0].price.expect("priced").cycles;
     assert!(price > 0.0);
-    // Five parts' worth of price: five parts on two threads (of at most
-    // eight) and on four (of at least four).
+    // Five parts' worth of price: four parts on two threads (a whole
+    // number each, of at most eight) and on four (of at least four), five
+    // on five.
     let plan = compile(price / 5.5);
     let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
-    assert_eq!((k.parts_on(1), k.parts_on(2), k.parts_on(4)), (1, 5, 5));
+    assert_eq!(
+        (k.parts_on(1), k.parts_on(2), k.parts_on(4), k.parts_on(5)),
+        (1, 4, 4, 5)
+    );
     // Less than one part's worth: one part per thread.
     let plan = compile(price * 2.0);
     let k = plan.kernel::<Q8MatvecArgs>(0).expect("kernel");
