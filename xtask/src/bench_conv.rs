@@ -32,6 +32,8 @@
 //!   the planner's `f32.gemm` with the filter packed at plan time, then
 //!   bias and ReLU; 1 and 2 threads (the GEMM's; im2col runs on the
 //!   caller);
+//! - **the planner's pick with the SiLU epilogue** (the same site, act =
+//!   SiLU, planned on its own), one thread;
 //! - with `--peer`, **onnxruntime** (module [`peer`]), 1 and 2 threads, in
 //!   its own process and rounds; its output must be within 1e-4 of
 //!   `Σ|x·w| + |bias|` of Weft's at every output, or it is left out.
@@ -59,7 +61,8 @@
 //! The last line is the summary: `bench conv: vs_onnxruntime_1t=…
 //! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=…
 //! worst_vs_onnxruntime_1t=… worst_vs_onnxruntime_2t=…
-//! planner_vs_best_twin=… depthwise_gflops_1t=… winograd_vs_direct=…` —
+//! planner_vs_best_twin=… depthwise_gflops_1t=… winograd_vs_direct=…
+//! silu_vs_relu_1t=…` —
 //! onnxruntime's median
 //! over the planner's pick's, the geometric mean over the shapes at 1 and
 //! 2 threads (above 1: Weft is faster; `absent` without `--peer`); the
@@ -74,7 +77,9 @@
 //! the depthwise shapes (9 flops per loaded float: far from the FMA peak
 //! by construction); and `winograd_vs_direct`, the best direct twin's
 //! median over the best Winograd twin's, geometric mean over the 3×3
-//! stride-1 shapes (one thread; above 1: Winograd is faster).
+//! stride-1 shapes (one thread; above 1: Winograd is faster); and
+//! `silu_vs_relu_1t`, the SiLU pick's median over the ReLU pick's,
+//! geometric mean over every shape (one thread: what the SiLU pass costs).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -220,6 +225,8 @@ enum Kind {
     Peer,
     /// im2col, then the planner's `f32.gemm`, then bias and ReLU.
     Chain,
+    /// The planner's pick for the same site with the SiLU epilogue.
+    PlannerSilu,
 }
 
 /// How a candidate runs.
@@ -318,6 +325,8 @@ struct Candidate<'a> {
     runner: Runner<'a>,
     /// Which of the shape's packed filters it reads (`Operands::filters`).
     filter: usize,
+    /// Its epilogue (the shape's own, or SiLU for [`Kind::PlannerSilu`]).
+    act: Activation,
 }
 
 /// x, the packed filters and y of one shape: the plan's, then each arm's
@@ -359,7 +368,8 @@ fn sample(c: &Candidate<'_>, x: &mut Operands, reps: usize) -> Result<f64, Strin
             }
         }
         conv => {
-            let args = ConvArgs::new(&x.g, &x.x, &x.filters[c.filter], &mut x.y)
+            let g = x.g.with_act(c.act);
+            let args = ConvArgs::new(&g, &x.x, &x.filters[c.filter], &mut x.y)
                 .map_err(|e| e.to_string())?;
             for _ in 0..reps {
                 match conv {
@@ -410,6 +420,8 @@ struct Measured {
     wino_useful: f64,
     /// Whether the planner's pick is a Winograd body.
     pick_winograd: bool,
+    /// Whether the SiLU site's pick is one.
+    silu_winograd: bool,
     rows: Vec<(String, Kind, u64, f64)>,
 }
 
@@ -419,6 +431,7 @@ impl Measured {
         let wino = match kind {
             Kind::WinoTwin | Kind::WinoArm => true,
             Kind::Planner => self.pick_winograd,
+            Kind::PlannerSilu => self.silu_winograd,
             _ => false,
         };
         if wino {
@@ -500,6 +513,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             threads: 1,
             runner: Runner::Peak(p),
             filter: 0,
+            act: g.act,
         });
     }
     for (threads, exec) in [(1, &b.one), (2, &b.two)] {
@@ -509,8 +523,36 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             threads,
             runner: Runner::Planner(&kernel, exec),
             filter: 0,
+            act: g.act,
         });
     }
+    // The same site with the SiLU epilogue (its bodies' pass over the
+    // rows after the tiles), the planner's pick at one thread.
+    let gs = g.with_act(Activation::Silu);
+    let silu_site = weft_conv::site(&gs, &w, Some(&bias)).map_err(|e| e.to_string())?;
+    let silu_plan = b
+        .planner
+        .compile(std::slice::from_ref(&silu_site))
+        .map_err(|e| e.to_string())?;
+    let silu_kernel = silu_plan
+        .kernel::<ConvArgs>(0)
+        .map_err(|e| format!("the SiLU plan's kernel: {e}"))?;
+    let ss = &silu_plan.sites()[0];
+    x.filters
+        .push(PackedFilter::from_site(ss.packed("w"), &gs).map_err(|e| e.to_string())?);
+    let silu_winograd = x.filters[x.filters.len() - 1].is_winograd();
+    println!(
+        "  with SiLU: the planner picked {} ({:?})",
+        ss.candidate, ss.rule
+    );
+    cands.push(Candidate {
+        name: format!("planner, SiLU: {}", ss.candidate),
+        kind: Kind::PlannerSilu,
+        threads: 1,
+        runner: Runner::Planner(&silu_kernel, &b.one),
+        filter: x.filters.len() - 1,
+        act: Activation::Silu,
+    });
     for arm in &entry.arms {
         let offer = match arm.arm.offer(&site, &b.host) {
             Ok(o) => o,
@@ -561,6 +603,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
                     threads: 1,
                     runner: Runner::Body(place(&code)?),
                     filter,
+                    act: g.act,
                 }),
                 Err(e) => println!("  {}: REFUSED by the check: {e}", twin.name()),
             }
@@ -571,6 +614,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             threads: 1,
             runner: Runner::Body(place(&arm_code)?),
             filter,
+            act: g.act,
         });
     }
     // The unfused chain, where a GEMM can compute the convolution (one
@@ -610,6 +654,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
                 threads,
                 runner: Runner::Chain(c, exec),
                 filter: 0,
+                act: g.act,
             });
         }
     }
@@ -617,6 +662,27 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
     // bit (the direct one, or the Winograd arm's own).
     let mut want = vec![0.0f32; g.y_len(&s)];
     reference::conv2d(&g, &x.x, &w, Some(&bias), &mut want, 0..g.batch * s.out_h);
+    // The SiLU pick against its own contract's reference.
+    let mut want_silu = vec![0.0f32; g.y_len(&s)];
+    if silu_winograd {
+        weft_conv::winograd::reference::conv2d(
+            &gs,
+            &x.x,
+            &w,
+            Some(&bias),
+            &mut want_silu,
+            0..g.batch * s.out_h,
+        );
+    } else {
+        reference::conv2d(
+            &gs,
+            &x.x,
+            &w,
+            Some(&bias),
+            &mut want_silu,
+            0..g.batch * s.out_h,
+        );
+    }
     let mut want_wino = vec![0.0f32; g.y_len(&s)];
     if weft_conv::winograd::serves(&g).is_ok() {
         weft_conv::winograd::reference::conv2d(
@@ -663,7 +729,9 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
     {
         x.y.fill(f32::NAN);
         sample(c, &mut x, 1)?;
-        let want = if x.filters[c.filter].is_winograd() {
+        let want = if c.kind == Kind::PlannerSilu {
+            &want_silu
+        } else if x.filters[c.filter].is_winograd() {
             &want_wino
         } else {
             &want
@@ -721,6 +789,7 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
         useful: shape.useful_flops(),
         wino_useful: 2.0 * (16 * g.batch * th * tw * g.cin * g.cout) as f64,
         pick_winograd,
+        silu_winograd,
         rows,
     };
     let peak = |threads: u64| -> Option<f64> {
@@ -815,6 +884,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut vs_chain = Vec::new();
     let mut dw_gflops: Option<f64> = None;
     let mut wino_vs_direct = Vec::new();
+    let mut silu_cost = Vec::new();
     for (i, shape) in shapes().iter().enumerate() {
         let m = measure(&mut bench, shape, 0x2545_F491 + 17 * i as u64)?;
         let pick = m.best(Kind::Planner, 1);
@@ -826,6 +896,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         };
         if let (Some(p), Some(b)) = (pick, best) {
             worst_pick = Some(worst_pick.map_or(p / b, |w: f64| w.max(p / b)));
+        }
+        if let (Some(p), Some(sp)) = (pick, m.best(Kind::PlannerSilu, 1)) {
+            println!("  SiLU instead of ReLU: {:.2}x the time", sp / p);
+            silu_cost.push(sp / p);
         }
         if let (Some(p), Some(c)) = (pick, m.best(Kind::Chain, 1)) {
             vs_chain.push(c / p);
@@ -865,7 +939,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let worst = |v: &[f64]| v.iter().copied().reduce(f64::min);
     println!(
-        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={} winograd_vs_direct={}",
+        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={} winograd_vs_direct={} silu_vs_relu_1t={}",
         opt(geomean(&vs_ort[0])),
         opt(geomean(&vs_ort[1])),
         fmt_fraction(geomean(&peak_3x3)),
@@ -875,6 +949,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         opt(worst_pick),
         opt(dw_gflops),
         opt(geomean(&wino_vs_direct)),
+        opt(geomean(&silu_cost)),
     );
     Ok(())
 }

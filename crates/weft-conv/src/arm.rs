@@ -193,7 +193,7 @@ pub fn offer(kind: ArmKind, site: &Site) -> Result<Offer, Refusal> {
         contract: contract(kind.family(), &site.geometry),
         packed: vec![operand],
         views: Some(views(&g, &s)),
-        loops: nest(kind, &g, &s),
+        loops: crate::silu::after(nest(kind, &g, &s), &g, &s, 4, false),
         flops: 2 * g.macs(&s),
         bytes_moved: bytes,
     })
@@ -434,7 +434,10 @@ pub(crate) fn epilogue(b: &mut FunctionBuilder<'_>, e: &Env, vals: &[Variable], 
     let relu = b.create_block();
     let six = b.create_block();
     let done = b.create_block();
-    b.ins().brif(e.act, relu, &[], done, &[]);
+    // ReLU for act 1 and 2; SiLU (3) is the pass after the tiles.
+    let a1 = b.ins().iadd_imm_s(e.act, -1);
+    let clamps = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, a1, 2);
+    b.ins().brif(clamps, relu, &[], done, &[]);
     let consts = |b: &mut FunctionBuilder<'_>, c: f32| {
         let s = b.ins().f32const(c);
         if vector {
@@ -953,6 +956,7 @@ pub(crate) fn build_with(
         wb,
     };
     body(&mut b, &e);
+    crate::silu::clif_pass(&mut b, act, y, row_start, row_end, out_w, cout);
     b.ins().return_(&[]);
     b.seal_all_blocks();
     b.finalize(target.frontend_config());

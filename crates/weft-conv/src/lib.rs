@@ -45,14 +45,18 @@
 //!    `relu6`: `r = 0 > acc ? +0 : acc; y = 6 < r ? 6 : r`. A NaN
 //!    passes both comparisons unchanged and `−0` stays `−0` (x64's
 //!    `vmaxps zero, acc` and `vminps six, r` compute exactly this);
+//!    `silu`: `y = acc · σ(acc)` by the family's own f32 steps ([`silu`]:
+//!    a Cody–Waite `exp`, one division), applied by every body in one
+//!    pass over the call's rows after its tiles;
 //! 4. `y[b, oh, ow, co] ← y`.
 //!
 //! So the reduction is sequential, one accumulator per output, FMA at
 //! every step; bodies differ in tiling (how many pixels and channels a
 //! register tile holds, which loop is outermost), never in numerics. The
 //! scalar [`reference`](mod@reference) is the definition all of them meet.
-//! SiLU is left out of the epilogue: it needs `exp`, whose bit-exact
-//! lowering lives in weft-elementwise, which a family may not depend on.
+//! SiLU's `exp` is not weft-libm's correctly rounded one (whose binary64
+//! steps need a register plan of their own): [`silu`] states the f32 steps
+//! and their error (at most 4 ulps for `acc ≥ −87`).
 //!
 //! # Families and arms
 //!
@@ -90,9 +94,11 @@
 //!   broadcasts each f32x4's own group's x (lane by lane at `cout_g` 1
 //!   and 2); the AVX-512 and AVX2 twins load a panel's input channels
 //!   once a tap and permute them per `ci` (`vpermps`, `vpermi2ps`; AVX2
-//!   per 8-lane half). No NEON twin yet: on arm64 the arm declines to
-//!   offer (`wrong-isa`) and the direct arm's NEON twin serves. The planner picks it by price (ResNeXt's
-//!   32-group 3 × 3: 3.5× the direct twin); other grouped geometries it
+//!   per 8-lane half); the NEON twin (6 pixels × 16 channels,
+//!   [`grouped::a64`]) uses `fmla` by element at `cout_g` 4 and 8 and
+//!   builds each vector's x by lane loads at 1 and 2. The planner picks
+//!   the arm by price (ResNeXt's 32-group 3 × 3 on x64: 3.5× the direct
+//!   twin); other grouped geometries it
 //!   refuses by name (`unsupported-geometry`) and the direct arm serves.
 //!
 //! Grouped convolutions (`1 < groups < cin`, and channel multipliers
@@ -147,6 +153,7 @@ pub mod arm;
 pub mod grouped;
 pub mod pack;
 pub mod reference;
+pub mod silu;
 pub mod twin_a64;
 pub mod twin_x64;
 pub mod validation;
@@ -190,21 +197,30 @@ pub enum Activation {
     Relu = 1,
     /// ReLU, then `6 < y ? 6 : y`.
     Relu6 = 2,
+    /// `acc / (1 + exp(−acc))` by the family's own f32 steps ([`silu`]).
+    Silu = 3,
 }
 
 impl Activation {
     /// Every activation, in code order.
-    pub const ALL: [Activation; 3] = [Activation::None, Activation::Relu, Activation::Relu6];
+    pub const ALL: [Activation; 4] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Relu6,
+        Activation::Silu,
+    ];
 
-    /// From its code (`0`, `1`, `2`).
+    /// From its code (`0` … `3`).
     pub fn from_code(code: u64) -> Option<Activation> {
         Self::ALL.into_iter().find(|a| *a as u64 == code)
     }
 
     /// The epilogue on one accumulator, exactly as every body applies it.
     pub fn apply(self, acc: f32) -> f32 {
-        if self == Activation::None {
-            return acc;
+        match self {
+            Activation::None => return acc,
+            Activation::Silu => return silu::silu(acc),
+            Activation::Relu | Activation::Relu6 => {}
         }
         let r = if 0.0 > acc { 0.0 } else { acc };
         if self == Activation::Relu6 && 6.0 < r {
@@ -510,7 +526,7 @@ impl ConvGeometry {
             dil: get("dil")?,
             groups: get("groups")?,
             act: Activation::from_code(act).ok_or_else(|| ConvError::BadGeometry {
-                reason: format!("act = {act}: 0 (none), 1 (relu) or 2 (relu6)"),
+                reason: format!("act = {act}: 0 (none), 1 (relu), 2 (relu6) or 3 (silu)"),
             })?,
         };
         let shape = c.check()?;

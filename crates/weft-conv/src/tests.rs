@@ -475,7 +475,7 @@ fn grouped_bodies_meet_the_reference() {
         // SAFETY: every body of the family honours the leaf ABI for ConvArgs.
         let kernel: Kernel<ConvArgs> = unsafe { Kernel::from_native(code) }.unwrap();
         for (i, (g, rows)) in grouped.iter().enumerate() {
-            let g = g.with_act(Activation::ALL[i % 3]);
+            let g = g.with_act(crate::validation::activation(i));
             assert!(g.groups > 1 && family_of(&g) == DIRECT, "{g:?}");
             let s = g.check().unwrap();
             let off = i % 4;
@@ -813,7 +813,7 @@ fn the_flattened_tiles_meet_the_reference_on_short_rows() {
         (ConvGeometry::square(1, 4, 9, 33, 5, 1, 3), None),
     ];
     for (i, (g, rows)) in geos.into_iter().enumerate() {
-        let g = g.with_act(Activation::ALL[i % 3]);
+        let g = g.with_act(crate::validation::activation(i));
         let s = shape(g);
         assert!(twin_x64::flat(&s), "{g:?}");
         let site = site_for(ArmKind::Direct, &g);
@@ -944,7 +944,7 @@ fn the_win64_body_computes_what_the_sysv_body_does() {
 
 /// Both families register their arm, with its two x64 twins and its
 /// NEON twin; `conv.direct` then its Winograd arm's two x64 twins and
-/// its NEON twin, then its grouped arm's AVX-512 and AVX2 twins.
+/// its NEON twin, then its grouped arm's AVX-512, AVX2 and NEON twins.
 #[test]
 fn both_families_register_their_arm_and_twins() {
     let e = entries();
@@ -970,7 +970,8 @@ fn both_families_register_their_arm_and_twins() {
                     "conv.direct.winograd.twin.avx2.6x16",
                     "conv.direct.winograd.twin.neon.6x16",
                     "conv.direct.grouped.twin.avx512.8x16",
-                    "conv.direct.grouped.twin.avx2.2x16"
+                    "conv.direct.grouped.twin.avx2.2x16",
+                    "conv.direct.grouped.twin.neon.6x16"
                 ]
             ),
             (

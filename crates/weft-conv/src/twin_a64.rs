@@ -116,7 +116,7 @@ unsafe impl Twin for ConvA64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest(self.0, &g, &s),
+            Ok((g, s)) => crate::silu::after(nest(self.0, &g, &s), &g, &s, 4, false),
             Err(_) => offer.loops.clone(),
         }
     }
@@ -323,6 +323,9 @@ fn epilogue(a: &mut Assembler, accs: &[u8]) -> Result<(), EncodeError> {
     let done = a.new_label();
     field(a, T1, offsets::ACT)?;
     a.cbz(T1, done)?;
+    // SiLU is the pass after the tiles (crate::silu).
+    a.cmp(T1, crate::silu::CODE as i64)?;
+    a.b_cond(Cond::Eq, done)?;
     a.movi(v(5).d2(), 0)?;
     for &r in accs {
         a.fcmgt(v(4).s4(), v(5).s4(), v(r).s4())?;
@@ -737,6 +740,7 @@ fn next_panel(a: &mut Assembler) -> Result<(), EncodeError> {
 
 /// Pop the frame, restore d8–d15, return.
 fn epilogue_frame(a: &mut Assembler) -> Result<(), EncodeError> {
+    crate::silu::a64_pass(a, ARGS)?;
     a.add(SP, SP, FRAME)?;
     a.ldp(d(14), d(15), mem(SP).off(48))?;
     a.ldp(d(12), d(13), mem(SP).off(32))?;

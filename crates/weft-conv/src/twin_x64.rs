@@ -204,7 +204,11 @@ unsafe impl Twin for ConvX64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest(self.kind, self.tier, &g, &s),
+            Ok((g, s)) => {
+                let wide = self.tier == Tier::Avx512;
+                let lanes = crate::silu::x64_lanes(wide);
+                crate::silu::after(nest(self.kind, self.tier, &g, &s), &g, &s, lanes, wide)
+            }
             Err(_) => offer.loops.clone(),
         }
     }
@@ -504,6 +508,10 @@ impl V {
     ) -> Result<(), EmitError> {
         let mut done = e.create_label();
         e.asm().cmp(qword_ptr(ARGS + offsets::ACT), 0)?;
+        e.asm().je(done)?;
+        // SiLU is the pass after the tiles (crate::silu).
+        e.asm()
+            .cmp(qword_ptr(ARGS + offsets::ACT), crate::silu::CODE as i32)?;
         e.asm().je(done)?;
         match self.0 {
             Tier::Avx512 => e.asm().vpxord(ZMM[zero], ZMM[zero], ZMM[zero])?,
@@ -1352,6 +1360,7 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
         ArmKind::Direct => groups(&mut e, tier)?,
         ArmKind::Depthwise => body(&mut e, kind, tier)?,
     }
+    crate::silu::x64_pass(&mut e, tier == Tier::Avx512, ARGS)?;
     e.asm().add(rsp, FRAME)?;
     e.epilogue()?;
     e.finish()

@@ -159,6 +159,13 @@ fn geo(
 /// Channels swept on both sides.
 pub const CHANNELS: [u64; 5] = [1, 3, 5, 17, 33];
 
+/// The activation of the `idx`-th case: every one in turn, shifted by one
+/// every four cases so that each meets every `idx % 4` (the cases' offset
+/// and special-value cycles).
+pub fn activation(idx: usize) -> Activation {
+    Activation::ALL[(idx + idx / 4) % Activation::ALL.len()]
+}
+
 /// The cases for `kind`'s family, deterministic in `seed`.
 pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
     let mut gen = Gen {
@@ -170,7 +177,7 @@ pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
     let depthwise = kind == ArmKind::Depthwise;
     // Shapes are given as direct ones; depthwise takes cin as its channels.
     let mut push = |gen: &mut Gen, g: ConvGeometry, rows: Option<Range<u64>>| {
-        let act = Activation::ALL[idx % 3];
+        let act = crate::validation::activation(idx);
         let g = if depthwise {
             g.depthwise(g.cin).with_act(act)
         } else {

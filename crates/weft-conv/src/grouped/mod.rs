@@ -41,12 +41,15 @@
 //! blended by the index's bit 3 when a half's channels exceed 8), tiles
 //! of 2 pixels (1 with two loads).
 //!
-//! No NEON twin yet, so on an arm64 host the arm refuses to offer
-//! (`wrong-isa`) and the direct arm with its NEON twin keeps serving
-//! grouped sites there (a CLIF body would replace a validated NEON one).
-//! The arm's CLIF is still built and checked against the reference for
-//! arm64 (under qemu), ready for a NEON twin.
+//! The NEON twin ([`a64`]): the same walk with tiles of 6, 4, 2 and 1
+//! pixels × the panel (four `.4s` vectors), one body a `cout_g` picked at
+//! entry: at `cout_g` 4 and 8 each vector's x is one `ldr s` and an
+//! `fmla` by element; at 1 and 2 lane loads (`ld1 {t.s}[i]`, and `zip1`
+//! to pair the lanes at 2) build each vector's x for a vector `fmla`. The
+//! ragged last panel runs one pixel at a time with each lane's x offset
+//! clamped to the panel's last existing group.
 
+pub mod a64;
 pub mod arm;
 pub mod validation;
 pub mod x64;
@@ -168,7 +171,7 @@ pub fn offer(site: &Site) -> Result<Offer, Refusal> {
         contract: contract(DIRECT, &site.geometry),
         packed: vec![operand],
         views: Some(crate::arm::views(&g, &s)),
-        loops: nest(&g, &s),
+        loops: crate::silu::after(nest(&g, &s), &g, &s, 4, false),
         flops: 2 * g.macs(&s),
         bytes_moved: bytes,
     })
@@ -192,15 +195,7 @@ unsafe impl weft_kernel::Arm for GroupedArm {
         Family(DIRECT)
     }
 
-    fn offer(&self, site: &Site, host: &Host) -> Result<Offer, Refusal> {
-        // No NEON twin yet: on arm64 the direct arm's NEON twin serves
-        // grouped sites (module docs), so the arm offers only on x64.
-        if host.isa != Isa::X86_64 {
-            return Err(Refusal::WrongIsa {
-                wanted: Isa::X86_64,
-                host: host.isa,
-            });
-        }
+    fn offer(&self, site: &Site, _host: &Host) -> Result<Offer, Refusal> {
         offer(site)
     }
 
@@ -232,14 +227,14 @@ pub(crate) fn check_offer(name: &str, offer: &Offer) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The grouped arm's registration: the arm, its AVX-512 twin
-/// ([`x64::twins`]), its check (on the grouped cases, against the arm)
-/// and the family's bench.
+/// The grouped arm's registration: the arm, its AVX-512 and AVX2 twins
+/// ([`x64::twins`]) and its NEON twin ([`a64::twins`]), its check (on the
+/// grouped cases, against the arm) and the family's bench.
 pub fn arm_entry() -> weft_kernel::ArmEntry {
     use weft_validate::Checker;
     weft_kernel::ArmEntry::new(
         Arc::new(GroupedArm),
-        x64::twins(),
+        x64::twins().into_iter().chain(a64::twins()).collect(),
         Arc::new(Checker(validation::GroupedValidation)),
         Some(Arc::new(crate::validation::ConvBench(
             crate::arm::ArmKind::Direct,

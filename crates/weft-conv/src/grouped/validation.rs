@@ -160,7 +160,7 @@ pub fn cases(seed: u64) -> Vec<ConvCase> {
     };
     let mut out = Vec::new();
     for (idx, (g, rows)) in geometries().into_iter().enumerate() {
-        let g = g.with_act(Activation::ALL[idx % 3]);
+        let g = g.with_act(crate::validation::activation(idx));
         if let Some(c) = case(&mut gen, g, idx % 4, idx % 3 != 1, idx % 4 == 3, rows) {
             out.push(c);
         }

@@ -155,7 +155,7 @@ unsafe impl Twin for GroupedX64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest(&g, &s),
+            Ok((g, s)) => crate::silu::after(nest(&g, &s), &g, &s, 16, true),
             Err(_) => offer.loops.clone(),
         }
     }
@@ -305,6 +305,9 @@ fn epilogue(e: &mut Emitter, accs: &[usize]) -> Result<(), EmitError> {
     let mut done = e.create_label();
     let a = e.asm();
     a.cmp(qword_ptr(ARGS + offsets::ACT), 0)?;
+    a.je(done)?;
+    // SiLU is the pass after the tiles (crate::silu).
+    a.cmp(qword_ptr(ARGS + offsets::ACT), crate::silu::CODE as i32)?;
     a.je(done)?;
     a.vpxord(ZMM[zero], ZMM[zero], ZMM[zero])?;
     for &r in accs {
@@ -649,6 +652,7 @@ fn emit(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
     land(&mut e, &mut two)?;
     body(&mut e, true)?;
     land(&mut e, &mut end)?;
+    crate::silu::x64_pass(&mut e, true, ARGS)?;
     e.asm().add(rsp, FRAME)?;
     e.epilogue()?;
     e.finish()
@@ -727,7 +731,7 @@ unsafe impl Twin for GroupedAvx2 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest_avx2(&g, &s),
+            Ok((g, s)) => crate::silu::after(nest_avx2(&g, &s), &g, &s, 8, false),
             Err(_) => offer.loops.clone(),
         }
     }
@@ -850,6 +854,9 @@ fn epilogue_avx2(e: &mut Emitter, accs: &[usize]) -> Result<(), EmitError> {
     let mut done = e.create_label();
     let a = e.asm();
     a.cmp(qword_ptr(ARGS + offsets::ACT), 0)?;
+    a.je(done)?;
+    // SiLU is the pass after the tiles (crate::silu).
+    a.cmp(qword_ptr(ARGS + offsets::ACT), crate::silu::CODE as i32)?;
     a.je(done)?;
     a.vxorps(YMM[zero], YMM[zero], YMM[zero])?;
     for &r in accs {
@@ -1136,6 +1143,7 @@ fn emit_avx2(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
     land(&mut e, &mut two)?;
     body_avx2(&mut e, true)?;
     land(&mut e, &mut end)?;
+    crate::silu::x64_pass(&mut e, false, ARGS)?;
     e.asm().add(rsp, FRAME2)?;
     e.epilogue()?;
     e.finish()

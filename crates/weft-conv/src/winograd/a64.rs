@@ -98,7 +98,7 @@ unsafe impl Twin for WinogradA64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest(&g, &s),
+            Ok((g, s)) => crate::silu::after(nest(&g, &s), &g, &s, 4, false),
             Err(_) => offer.loops.clone(),
         }
     }
@@ -265,6 +265,9 @@ fn epilogue(a: &mut Assembler, accs: &[u8], tmp: [u8; 3]) -> Result<(), EncodeEr
     let done = a.new_label();
     field(a, T1, offsets::ACT)?;
     a.cbz(T1, done)?;
+    // SiLU is the pass after the tiles (crate::silu).
+    a.cmp(T1, crate::silu::CODE as i64)?;
+    a.b_cond(Cond::Eq, done)?;
     a.movi(v(zero).d2(), 0)?;
     for &r in accs {
         a.fcmgt(v(m).s4(), v(zero).s4(), v(r).s4())?;
@@ -762,6 +765,7 @@ fn body(a: &mut Assembler) -> Result<(), EncodeError> {
             )
         },
     )?;
+    crate::silu::a64_pass(a, ARGS)?;
     // Pop the frame, restore d8–d15, return.
     for _ in 0..FRAME / 4096 {
         a.op(Op::ADD_IMM_X, (SP, SP, 1, 12))?;

@@ -82,7 +82,10 @@ fn epilogue(b: &mut FunctionBuilder<'_>, act: Value, vals: &[Variable]) {
     let relu = b.create_block();
     let six = b.create_block();
     let done = b.create_block();
-    b.ins().brif(act, relu, &[], done, &[]);
+    // ReLU for act 1 and 2; SiLU (3) is the pass after the tiles.
+    let a1 = b.ins().iadd_imm_s(act, -1);
+    let clamps = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, a1, 2);
+    b.ins().brif(clamps, relu, &[], done, &[]);
     let pick = |b: &mut FunctionBuilder<'_>, cc: FloatCC, k: Value, v: Variable| {
         let y = b.use_var(v);
         let m = b.ins().fcmp(cc, k, y);
@@ -454,6 +457,7 @@ pub fn build_function(target: &Target) -> Function {
         b.ins().jump(head, &[]);
     }
     b.switch_to_block(done);
+    crate::silu::clif_pass(&mut b, act, y, row_start, row_end, out_w, cout);
     b.ins().return_(&[]);
     b.seal_all_blocks();
     b.finalize(target.frontend_config());

@@ -284,7 +284,7 @@ pub fn offer(site: &Site) -> Result<Offer, Refusal> {
         contract: contract(&site.geometry),
         packed: vec![operand],
         views: Some(views(&g, &s)),
-        loops: nest(&g, &s),
+        loops: crate::silu::after(nest(&g, &s), &g, &s, 4, false),
         flops: 2 * 16 * t * g.cin * g.cout + 32 * t * g.cin + 28 * t * g.cout,
         bytes_moved: bytes,
     })

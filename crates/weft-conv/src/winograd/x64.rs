@@ -147,7 +147,11 @@ unsafe impl Twin for WinogradX64 {
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match ConvGeometry::from_geometry(&offer.contract.geometry) {
-            Ok((g, s)) => nest(self.tier, &g, &s),
+            Ok((g, s)) => {
+                let wide = self.tier == Tier::Avx512;
+                let lanes = crate::silu::x64_lanes(wide);
+                crate::silu::after(nest(self.tier, &g, &s), &g, &s, lanes, wide)
+            }
             Err(_) => offer.loops.clone(),
         }
     }
@@ -371,6 +375,10 @@ impl V {
     ) -> Result<(), EmitError> {
         let mut done = e.create_label();
         e.asm().cmp(qword_ptr(ARGS + offsets::ACT), 0)?;
+        e.asm().je(done)?;
+        // SiLU is the pass after the tiles (crate::silu).
+        e.asm()
+            .cmp(qword_ptr(ARGS + offsets::ACT), crate::silu::CODE as i32)?;
         e.asm().je(done)?;
         self.zero(e, zero)?;
         for &a in accs {
@@ -1069,6 +1077,7 @@ fn emit(tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
             Ok(())
         },
     )?;
+    crate::silu::x64_pass(&mut e, tier == Tier::Avx512, ARGS)?;
     e.asm().add(rsp, frame)?;
     e.epilogue()?;
     e.finish()
