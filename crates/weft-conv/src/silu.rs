@@ -374,6 +374,23 @@ fn x64_finish_zmm(
     Ok(())
 }
 
+/// Steps 1–8 on zmm0, the constants in zmm16–28.
+fn x64_zmm_steps(e: &mut Emitter) -> Result<(), EmitError> {
+    let kz = |i: usize| ZMM[16 + i];
+    x64_poly!(
+        e.asm(),
+        ZMM[0],
+        ZMM[1],
+        ZMM[2],
+        ZMM[4],
+        ZMM[3],
+        kz,
+        vrndscaleps,
+        vpord
+    );
+    x64_finish_zmm(e, kz)
+}
+
 /// Bytes of the AVX2 pass's stack copies of [`K`] (one ymm each).
 const AVX2_KBYTES: i32 = 32 * K.len() as i32;
 
@@ -411,23 +428,11 @@ pub(crate) fn x64_pass(
             e.asm().mov(edx, *bits)?;
             e.asm().vpbroadcastd(ZMM[16 + i], edx)?;
         }
-        let kz = |i: usize| ZMM[16 + i];
         e.set_label(&mut head)?;
         e.asm().cmp(rcx, lanes)?;
         e.asm().jb(tail)?;
         e.asm().vmovups(ZMM[0], zmmword_ptr(rax))?;
-        x64_poly!(
-            e.asm(),
-            ZMM[0],
-            ZMM[1],
-            ZMM[2],
-            ZMM[4],
-            ZMM[3],
-            kz,
-            vrndscaleps,
-            vpord
-        );
-        x64_finish_zmm(e, kz)?;
+        x64_zmm_steps(e)?;
         e.asm().vmovups(zmmword_ptr(rax), ZMM[0])?;
         e.asm().add(rax, 4 * lanes)?;
         e.asm().sub(rcx, lanes)?;
@@ -444,18 +449,7 @@ pub(crate) fn x64_pass(
             a.kmovw(k1, edx)?;
             a.vmovups(ZMM[0].k1().z(), zmmword_ptr(rax))?;
         }
-        x64_poly!(
-            e.asm(),
-            ZMM[0],
-            ZMM[1],
-            ZMM[2],
-            ZMM[4],
-            ZMM[3],
-            kz,
-            vrndscaleps,
-            vpord
-        );
-        x64_finish_zmm(e, kz)?;
+        x64_zmm_steps(e)?;
         e.asm().vmovups(zmmword_ptr(rax).k1(), ZMM[0])?;
         e.set_label(&mut done)?;
         e.asm().zero_bytes()?;

@@ -174,48 +174,48 @@ pub fn nest(kind: ArmKind, g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
 }
 
 // General registers.
-const ARGS: Gpr = x(0);
+pub(crate) const ARGS: Gpr = x(0);
 /// The panel (whole panels) or the channel (the tail).
-const P: Gpr = x(1);
-const ROW: Gpr = x(2);
-const OW: Gpr = x(3);
-const KH: Gpr = x(4);
-const KW: Gpr = x(5);
-const PW: Gpr = x(6);
-const CI: Gpr = x(7);
+pub(crate) const P: Gpr = x(1);
+pub(crate) const ROW: Gpr = x(2);
+pub(crate) const OW: Gpr = x(3);
+pub(crate) const KH: Gpr = x(4);
+pub(crate) const KW: Gpr = x(5);
+pub(crate) const PW: Gpr = x(6);
+pub(crate) const CI: Gpr = x(7);
 /// x of tile pixels 0..6.
-const PX: [Gpr; 6] = [x(8), x(9), x(10), x(11), x(12), x(13)];
-const T1: Gpr = x(14);
-const T2: Gpr = x(15);
-const T3: Gpr = x(16);
+pub(crate) const PX: [Gpr; 6] = [x(8), x(9), x(10), x(11), x(12), x(13)];
+pub(crate) const T1: Gpr = x(14);
+pub(crate) const T2: Gpr = x(15);
+pub(crate) const T3: Gpr = x(16);
 /// Bytes between two pixels of a tile (`stride · cin · 4`).
-const XS: Gpr = x(17);
+pub(crate) const XS: Gpr = x(17);
 
 // Stack slots (bytes above sp, below the saved d8–d15).
-const S_XB: i64 = 0;
-const S_IH0: i64 = 8;
-const S_IW0: i64 = 16;
-const S_XROW: i64 = 24;
-const S_PIXIN: i64 = 32;
-const S_ROWIN: i64 = 40;
-const S_TAPB: i64 = 48;
-const S_PIXOUT: i64 = 56;
-const S_WB: i64 = 64;
-const S_PSTRIDE: i64 = 72;
-const S_WHOLE: i64 = 80;
-const S_IMGIN: i64 = 88;
-const S_ROWOUT: i64 = 96;
-const S_YROW: i64 = 104;
+pub(crate) const S_XB: i64 = 0;
+pub(crate) const S_IH0: i64 = 8;
+pub(crate) const S_IW0: i64 = 16;
+pub(crate) const S_XROW: i64 = 24;
+pub(crate) const S_PIXIN: i64 = 32;
+pub(crate) const S_ROWIN: i64 = 40;
+pub(crate) const S_TAPB: i64 = 48;
+pub(crate) const S_PIXOUT: i64 = 56;
+pub(crate) const S_WB: i64 = 64;
+pub(crate) const S_PSTRIDE: i64 = 72;
+pub(crate) const S_WHOLE: i64 = 80;
+pub(crate) const S_IMGIN: i64 = 88;
+pub(crate) const S_ROWOUT: i64 = 96;
+pub(crate) const S_YROW: i64 = 104;
 /// The panel's weights (whole panels) or the channel's lane in its
 /// panel's (the tail).
-const S_WPANEL: i64 = 112;
+pub(crate) const S_WPANEL: i64 = 112;
 /// The panel's (or the channel's) bias.
-const S_BIASP: i64 = 120;
+pub(crate) const S_BIASP: i64 = 120;
 /// x's byte offset of the panel's (channel's) first channel: for direct,
 /// its group's (`4 · g · cin_g`).
-const S_XPANEL: i64 = 128;
+pub(crate) const S_XPANEL: i64 = 128;
 /// y's byte offset of the panel's (channel's) first channel.
-const S_YOFF: i64 = 136;
+pub(crate) const S_YOFF: i64 = 136;
 /// Direct: the panel's index within its group (`q`).
 const S_Q: i64 = 144;
 /// Direct: y's byte offset of the group's first channel (`4 · g ·
@@ -223,26 +223,26 @@ const S_Q: i64 = 144;
 const S_YG: i64 = 152;
 const FRAME: i64 = 160;
 
-fn acc(r: usize, u: usize) -> u8 {
+pub(crate) fn acc(r: usize, u: usize) -> u8 {
     (8 + r * 4 + u) as u8
 }
 
 /// `reg ← field` of the arguments.
-fn field(a: &mut Assembler, reg: Gpr, off: i32) -> Result<(), EncodeError> {
+pub(crate) fn field(a: &mut Assembler, reg: Gpr, off: i32) -> Result<(), EncodeError> {
     a.ldr(reg, mem(ARGS).off(i64::from(off)))
 }
 
-fn slot(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
+pub(crate) fn slot(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
     a.ldr(reg, mem(SP).off(off))
 }
 
-fn put(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
+pub(crate) fn put(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
     a.str(reg, mem(SP).off(off))
 }
 
 /// `while test { body }`: `test` branches to the label it is given to
 /// leave.
-fn while_loop(
+pub(crate) fn while_loop(
     a: &mut Assembler,
     test: impl FnOnce(&mut Assembler, Label) -> Result<(), EncodeError>,
     body: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
@@ -257,7 +257,7 @@ fn while_loop(
 
 /// The loops over a pixel's taps (x64's `taps`): `inner` emits the tap
 /// with T1 holding its input column.
-fn taps(
+pub(crate) fn taps(
     a: &mut Assembler,
     checked: bool,
     inner: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
@@ -304,7 +304,7 @@ fn taps(
 
 /// PX[0..pixels] ← x of the tap's pixels (T1 = the first's column),
 /// PW ← the tap's weights (`S_WPANEL + (kh · k_w + kw) · S_TAPB`).
-fn tap_pointers(a: &mut Assembler, pixels: usize) -> Result<(), EncodeError> {
+pub(crate) fn tap_pointers(a: &mut Assembler, pixels: usize) -> Result<(), EncodeError> {
     slot(a, T2, S_PIXIN)?;
     slot(a, T3, S_XROW)?;
     a.madd(PX[0], T1, T2, T3)?;
@@ -319,7 +319,7 @@ fn tap_pointers(a: &mut Assembler, pixels: usize) -> Result<(), EncodeError> {
 }
 
 /// The epilogue on the `.4s` registers `accs` (v4–v7 free).
-fn epilogue(a: &mut Assembler, accs: &[u8]) -> Result<(), EncodeError> {
+pub(crate) fn epilogue(a: &mut Assembler, accs: &[u8]) -> Result<(), EncodeError> {
     let done = a.new_label();
     field(a, T1, offsets::ACT)?;
     a.cbz(T1, done)?;
@@ -478,7 +478,7 @@ fn channel(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
 
 /// Per row: `S_XB` (the image, plus `S_XPANEL`), `S_IH0` and `S_YROW`
 /// (the row's first output, plus `S_YOFF`).
-fn row_setup(a: &mut Assembler) -> Result<(), EncodeError> {
+pub(crate) fn row_setup(a: &mut Assembler) -> Result<(), EncodeError> {
     field(a, T2, offsets::OUT_H)?;
     a.udiv(T1, ROW, T2)?;
     a.msub(T2, T1, T2, ROW)?; // oh
@@ -502,7 +502,7 @@ fn row_setup(a: &mut Assembler) -> Result<(), EncodeError> {
 }
 
 /// `for ROW in row_start..row_end { row_setup; body }`.
-fn rows(
+pub(crate) fn rows(
     a: &mut Assembler,
     body: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
@@ -522,8 +522,49 @@ fn rows(
     )
 }
 
-/// `while OW < field { tile(1, checked); OW += 1 }`.
-fn singles(a: &mut Assembler, kind: ArmKind, bound: i32) -> Result<(), EncodeError> {
+/// One output row from `OW = 0`: the left border a pixel at a time
+/// (checked), interior tiles of `pixels.0` (unchecked) while they fit
+/// below `ow_hi`, then each leftover width of `pixels.1` at most once,
+/// then the right border a pixel at a time. `tile(a, pixels, checked)`
+/// emits one tile at `OW`.
+pub(crate) fn row_walk(
+    a: &mut Assembler,
+    (width, leftovers): (u64, [u64; 3]),
+    tile: impl Fn(&mut Assembler, usize, bool) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    a.mov(OW, XZR)?;
+    singles(a, offsets::OW_LO, |a| tile(a, 1, true))?;
+    let fits = |a: &mut Assembler, h: u64, skip: Label| {
+        a.add(T1, OW, h as i64)?;
+        field(a, T2, offsets::OW_HI)?;
+        a.cmp(T1, T2)?;
+        a.b_cond(Cond::Hi, skip)
+    };
+    while_loop(
+        a,
+        |a, done| fits(a, width, done),
+        |a| {
+            tile(a, width as usize, false)?;
+            a.add(OW, OW, width as i64)
+        },
+    )?;
+    for h in leftovers {
+        let skip = a.new_label();
+        fits(a, h, skip)?;
+        tile(a, h as usize, false)?;
+        a.add(OW, OW, h as i64)?;
+        a.bind(skip)?;
+    }
+    singles(a, offsets::OUT_W, |a| tile(a, 1, true))
+}
+
+/// `while OW < field { one(); OW += 1 }`: the border pixels, one at a
+/// time (`one` emits a checked one-pixel tile).
+fn singles(
+    a: &mut Assembler,
+    bound: i32,
+    one: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
     while_loop(
         a,
         |a, done| {
@@ -532,7 +573,7 @@ fn singles(a: &mut Assembler, kind: ArmKind, bound: i32) -> Result<(), EncodeErr
             a.b_cond(Cond::Hs, done)
         },
         |a| {
-            tile(a, kind, 1, true)?;
+            one(a)?;
             a.add(OW, OW, 1)
         },
     )
@@ -544,13 +585,14 @@ fn emit(kind: ArmKind) -> Result<Vec<u32>, EncodeError> {
     asm.finish()
 }
 
-fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
+/// Save d8–d15, open a `frame`-byte frame, and store x's sizes in bytes
+/// (`S_PIXIN`, `S_ROWIN`, `S_IMGIN`; `XS`, a tile's pixel step).
+pub(crate) fn enter(a: &mut Assembler, frame: i64) -> Result<(), EncodeError> {
     a.stp(d(8), d(9), mem(SP).pre(-64))?;
     a.stp(d(10), d(11), mem(SP).off(16))?;
     a.stp(d(12), d(13), mem(SP).off(32))?;
     a.stp(d(14), d(15), mem(SP).off(48))?;
-    a.sub(SP, SP, FRAME)?;
-    // Sizes in bytes, once.
+    a.sub(SP, SP, frame)?;
     field(a, T1, offsets::CIN)?;
     a.lsl(T1, T1, 2)?;
     put(a, T1, S_PIXIN)?;
@@ -561,7 +603,11 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
     put(a, T1, S_ROWIN)?;
     field(a, T2, offsets::IN_H)?;
     a.mul(T1, T1, T2)?;
-    put(a, T1, S_IMGIN)?;
+    put(a, T1, S_IMGIN)
+}
+
+fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
+    enter(a, FRAME)?;
     match kind {
         ArmKind::Direct => {
             field(a, T1, offsets::CIN_G)?;
@@ -630,31 +676,9 @@ fn body(a: &mut Assembler, kind: ArmKind) -> Result<(), EncodeError> {
             a.add(T1, T2, T3)?;
             put(a, T1, S_BIASP)?;
             rows(a, |a| {
-                a.mov(OW, XZR)?;
-                singles(a, kind, offsets::OW_LO)?;
-                let (width, leftovers) = PIXELS;
-                let fits = |a: &mut Assembler, h: u64, skip: Label| {
-                    a.add(T1, OW, h as i64)?;
-                    field(a, T2, offsets::OW_HI)?;
-                    a.cmp(T1, T2)?;
-                    a.b_cond(Cond::Hi, skip)
-                };
-                while_loop(
-                    a,
-                    |a, done| fits(a, width, done),
-                    |a| {
-                        tile(a, kind, width as usize, false)?;
-                        a.add(OW, OW, width as i64)
-                    },
-                )?;
-                for h in leftovers {
-                    let skip = a.new_label();
-                    fits(a, h, skip)?;
-                    tile(a, kind, h as usize, false)?;
-                    a.add(OW, OW, h as i64)?;
-                    a.bind(skip)?;
-                }
-                singles(a, kind, offsets::OUT_W)
+                row_walk(a, PIXELS, |a, pixels, checked| {
+                    tile(a, kind, pixels, checked)
+                })
             })?;
             if kind == ArmKind::Direct {
                 next_panel(a)?;
@@ -740,8 +764,14 @@ fn next_panel(a: &mut Assembler) -> Result<(), EncodeError> {
 
 /// Pop the frame, restore d8–d15, return.
 fn epilogue_frame(a: &mut Assembler) -> Result<(), EncodeError> {
+    leave(a, FRAME)
+}
+
+/// The SiLU pass over the call's rows, then pop a `frame`-byte frame,
+/// restore d8–d15 and return.
+pub(crate) fn leave(a: &mut Assembler, frame: i64) -> Result<(), EncodeError> {
     crate::silu::a64_pass(a, ARGS)?;
-    a.add(SP, SP, FRAME)?;
+    a.add(SP, SP, frame)?;
     a.ldp(d(14), d(15), mem(SP).off(48))?;
     a.ldp(d(12), d(13), mem(SP).off(32))?;
     a.ldp(d(10), d(11), mem(SP).off(16))?;

@@ -45,7 +45,7 @@
 
 use std::sync::Arc;
 
-use weft_a64::{d, mem, q, s, v, x, Assembler, Cond, EncodeError, Gpr, Label, SP, XZR};
+use weft_a64::{mem, q, s, v, Assembler, Cond, EncodeError, Label, XZR};
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
 use super::{check_offer, panels};
@@ -162,45 +162,14 @@ pub fn nest(g: &ConvGeometry, s: &Shape) -> Vec<LoopTrip> {
     out
 }
 
-// General registers.
-const ARGS: Gpr = x(0);
-const P: Gpr = x(1);
-const ROW: Gpr = x(2);
-const OW: Gpr = x(3);
-const KH: Gpr = x(4);
-const KW: Gpr = x(5);
-const PW: Gpr = x(6);
-const CI: Gpr = x(7);
-/// x of tile pixels 0..6.
-const PX: [Gpr; 6] = [x(8), x(9), x(10), x(11), x(12), x(13)];
-const T1: Gpr = x(14);
-const T2: Gpr = x(15);
-const T3: Gpr = x(16);
-/// Bytes between two pixels of a tile (`stride · cin · 4`).
-const XS: Gpr = x(17);
+// Registers and the stack slots below `S_XSTEP`: the direct NEON
+// twin's, with its helpers (the walk is the same).
+use crate::twin_a64::{
+    acc, enter, epilogue, field, leave, put, row_walk, rows, slot, tap_pointers, taps, while_loop,
+    CI, OW, P, PW, PX, S_BIASP, S_IW0, S_PIXOUT, S_PSTRIDE, S_ROWOUT, S_TAPB, S_WB, S_WHOLE,
+    S_WPANEL, S_XPANEL, S_YOFF, S_YROW, T1, T2, T3,
+};
 
-// Stack slots (bytes above sp, below the saved d8–d15).
-const S_XB: i64 = 0;
-const S_IH0: i64 = 8;
-const S_IW0: i64 = 16;
-const S_XROW: i64 = 24;
-const S_PIXIN: i64 = 32;
-const S_ROWIN: i64 = 40;
-const S_TAPB: i64 = 48;
-const S_PIXOUT: i64 = 56;
-const S_WB: i64 = 64;
-const S_PSTRIDE: i64 = 72;
-/// Whole panels (`⌊cout / 16⌋`).
-const S_WHOLE: i64 = 80;
-const S_IMGIN: i64 = 88;
-const S_ROWOUT: i64 = 96;
-const S_YROW: i64 = 104;
-const S_WPANEL: i64 = 112;
-const S_BIASP: i64 = 120;
-/// x's byte offset of the panel's first group's first channel.
-const S_XPANEL: i64 = 128;
-/// y's byte offset of the panel's first channel.
-const S_YOFF: i64 = 136;
 /// x's bytes a panel (`(16 / cout_g) · cin_g · 4`).
 const S_XSTEP: i64 = 144;
 /// The ragged panel's channels (`cout − 16p`, below 16).
@@ -211,131 +180,6 @@ const S_PANELS: i64 = 160;
 /// clamped to the last existing one, times `4 · cin_g`.
 const S_XO: i64 = 168;
 const FRAME: i64 = 304;
-
-fn acc(r: usize, u: usize) -> u8 {
-    (8 + r * 4 + u) as u8
-}
-
-/// `reg ← field` of the arguments.
-fn field(a: &mut Assembler, reg: Gpr, off: i32) -> Result<(), EncodeError> {
-    a.ldr(reg, mem(ARGS).off(i64::from(off)))
-}
-
-fn slot(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
-    a.ldr(reg, mem(SP).off(off))
-}
-
-fn put(a: &mut Assembler, reg: Gpr, off: i64) -> Result<(), EncodeError> {
-    a.str(reg, mem(SP).off(off))
-}
-
-/// `while test { body }`: `test` branches to the label it is given to
-/// leave.
-fn while_loop(
-    a: &mut Assembler,
-    test: impl FnOnce(&mut Assembler, Label) -> Result<(), EncodeError>,
-    body: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
-) -> Result<(), EncodeError> {
-    let (head, done) = (a.new_label(), a.new_label());
-    a.bind(head)?;
-    test(a, done)?;
-    body(a)?;
-    a.b(head)?;
-    a.bind(done)
-}
-
-/// The loops over a pixel's taps: `kh` rows whose input row is inside,
-/// `kw` columns (checked when `checked`); `inner` emits the tap with T1
-/// holding its input column.
-fn taps(
-    a: &mut Assembler,
-    checked: bool,
-    inner: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
-) -> Result<(), EncodeError> {
-    let (kh_head, kh_next, kh_done) = (a.new_label(), a.new_label(), a.new_label());
-    let (kw_head, kw_next) = (a.new_label(), a.new_label());
-    a.mov(KH, XZR)?;
-    a.bind(kh_head)?;
-    field(a, T1, offsets::K_H)?;
-    a.cmp(KH, T1)?;
-    a.b_cond(Cond::Hs, kh_done)?;
-    field(a, T1, offsets::DIL)?;
-    slot(a, T2, S_IH0)?;
-    a.madd(T1, KH, T1, T2)?;
-    field(a, T2, offsets::IN_H)?;
-    a.cmp(T1, T2)?;
-    a.b_cond(Cond::Hs, kh_next)?;
-    slot(a, T2, S_ROWIN)?;
-    slot(a, T3, S_XB)?;
-    a.madd(T1, T1, T2, T3)?;
-    put(a, T1, S_XROW)?;
-    a.mov(KW, XZR)?;
-    a.bind(kw_head)?;
-    field(a, T1, offsets::K_W)?;
-    a.cmp(KW, T1)?;
-    a.b_cond(Cond::Hs, kh_next)?;
-    field(a, T1, offsets::DIL)?;
-    slot(a, T2, S_IW0)?;
-    a.madd(T1, KW, T1, T2)?;
-    if checked {
-        field(a, T2, offsets::IN_W)?;
-        a.cmp(T1, T2)?;
-        a.b_cond(Cond::Hs, kw_next)?;
-    }
-    inner(a)?;
-    a.bind(kw_next)?;
-    a.add(KW, KW, 1)?;
-    a.b(kw_head)?;
-    a.bind(kh_next)?;
-    a.add(KH, KH, 1)?;
-    a.b(kh_head)?;
-    a.bind(kh_done)
-}
-
-/// PX[0..pixels] ← x of the tap's pixels (T1 = the first's column),
-/// PW ← the tap's weights (`S_WPANEL + (kh · k_w + kw) · S_TAPB`).
-fn tap_pointers(a: &mut Assembler, pixels: usize) -> Result<(), EncodeError> {
-    slot(a, T2, S_PIXIN)?;
-    slot(a, T3, S_XROW)?;
-    a.madd(PX[0], T1, T2, T3)?;
-    for r in 1..pixels {
-        a.add(PX[r], PX[r - 1], XS)?;
-    }
-    field(a, T1, offsets::K_W)?;
-    a.madd(T1, KH, T1, KW)?;
-    slot(a, T2, S_TAPB)?;
-    slot(a, T3, S_WPANEL)?;
-    a.madd(PW, T1, T2, T3)
-}
-
-/// The epilogue on the `.4s` registers `accs` (v4–v6 free): the direct
-/// NEON twin's, operand for operand.
-fn epilogue(a: &mut Assembler, accs: &[u8]) -> Result<(), EncodeError> {
-    let done = a.new_label();
-    field(a, T1, offsets::ACT)?;
-    a.cbz(T1, done)?;
-    // SiLU is the pass after the tiles (crate::silu).
-    a.cmp(T1, crate::silu::CODE as i64)?;
-    a.b_cond(Cond::Eq, done)?;
-    a.movi(v(5).d2(), 0)?;
-    for &r in accs {
-        // r = 0 > r ? +0 : r (NaN and −0 kept).
-        a.fcmgt(v(4).s4(), v(5).s4(), v(r).s4())?;
-        a.bic(v(r).b16(), v(r).b16(), v(4).b16())?;
-    }
-    a.cmp(T1, crate::Activation::Relu6 as i64)?;
-    a.b_cond(Cond::Ne, done)?;
-    let six = weft_a64::fimm(6.0).ok_or(EncodeError::NoMatchingForm {
-        mnemonic: "fmov #6.0",
-    })?;
-    a.fmov(v(6).s4(), six)?;
-    for &r in accs {
-        // r = 6 < r ? 6 : r
-        a.fcmgt(v(4).s4(), v(r).s4(), v(6).s4())?;
-        a.bit(v(r).b16(), v(6).b16(), v(4).b16())?;
-    }
-    a.bind(done)
-}
 
 /// The accumulators of `pixels` ← the panel's bias line; `S_IW0` ← the
 /// first pixel's leftmost input column.
@@ -470,68 +314,6 @@ fn ragged_pixel(a: &mut Assembler) -> Result<(), EncodeError> {
     a.bind(next)
 }
 
-/// Per row: `S_XB` (the image, plus `S_XPANEL`), `S_IH0` and `S_YROW`
-/// (the row's first output, plus `S_YOFF`).
-fn row_setup(a: &mut Assembler) -> Result<(), EncodeError> {
-    field(a, T2, offsets::OUT_H)?;
-    a.udiv(T1, ROW, T2)?;
-    a.msub(T2, T1, T2, ROW)?; // oh
-    field(a, T3, offsets::STRIDE)?;
-    a.mul(T2, T2, T3)?;
-    field(a, T3, offsets::PAD)?;
-    a.sub(T2, T2, T3)?;
-    put(a, T2, S_IH0)?;
-    slot(a, T2, S_IMGIN)?;
-    field(a, T3, offsets::X)?;
-    a.madd(T1, T1, T2, T3)?;
-    slot(a, T2, S_XPANEL)?;
-    a.add(T1, T1, T2)?;
-    put(a, T1, S_XB)?;
-    slot(a, T2, S_ROWOUT)?;
-    field(a, T3, offsets::Y)?;
-    a.madd(T1, ROW, T2, T3)?;
-    slot(a, T2, S_YOFF)?;
-    a.add(T1, T1, T2)?;
-    put(a, T1, S_YROW)
-}
-
-/// `for ROW in row_start..row_end { row_setup; body }`.
-fn rows(
-    a: &mut Assembler,
-    body: impl FnOnce(&mut Assembler) -> Result<(), EncodeError>,
-) -> Result<(), EncodeError> {
-    field(a, ROW, offsets::ROW_START)?;
-    while_loop(
-        a,
-        |a, done| {
-            field(a, T1, offsets::ROW_END)?;
-            a.cmp(ROW, T1)?;
-            a.b_cond(Cond::Hs, done)
-        },
-        |a| {
-            row_setup(a)?;
-            body(a)?;
-            a.add(ROW, ROW, 1)
-        },
-    )
-}
-
-/// `while OW < field { tile(1, checked); OW += 1 }`.
-fn singles(a: &mut Assembler, cg: u64, bound: i32) -> Result<(), EncodeError> {
-    while_loop(
-        a,
-        |a, done| {
-            field(a, T1, bound)?;
-            a.cmp(OW, T1)?;
-            a.b_cond(Cond::Hs, done)
-        },
-        |a| {
-            tile(a, cg, 1, true)?;
-            a.add(OW, OW, 1)
-        },
-    )
-}
-
 /// The panel `P`'s pointers: `S_WPANEL`, `S_BIASP`, `S_YOFF`, `S_XPANEL`.
 fn panel_setup(a: &mut Assembler) -> Result<(), EncodeError> {
     slot(a, T1, S_PSTRIDE)?;
@@ -561,31 +343,7 @@ fn whole_panels(a: &mut Assembler, cg: u64) -> Result<(), EncodeError> {
         |a| {
             panel_setup(a)?;
             rows(a, |a| {
-                a.mov(OW, XZR)?;
-                singles(a, cg, offsets::OW_LO)?;
-                let (width, leftovers) = PIXELS;
-                let fits = |a: &mut Assembler, h: u64, skip: Label| {
-                    a.add(T1, OW, h as i64)?;
-                    field(a, T2, offsets::OW_HI)?;
-                    a.cmp(T1, T2)?;
-                    a.b_cond(Cond::Hi, skip)
-                };
-                while_loop(
-                    a,
-                    |a, done| fits(a, width, done),
-                    |a| {
-                        tile(a, cg, width as usize, false)?;
-                        a.add(OW, OW, width as i64)
-                    },
-                )?;
-                for h in leftovers {
-                    let skip = a.new_label();
-                    fits(a, h, skip)?;
-                    tile(a, cg, h as usize, false)?;
-                    a.add(OW, OW, h as i64)?;
-                    a.bind(skip)?;
-                }
-                singles(a, cg, offsets::OUT_W)
+                row_walk(a, PIXELS, |a, pixels, checked| tile(a, cg, pixels, checked))
             })?;
             a.add(P, P, 1)
         },
@@ -652,23 +410,7 @@ fn emit() -> Result<Vec<u32>, EncodeError> {
 }
 
 fn body(a: &mut Assembler) -> Result<(), EncodeError> {
-    a.stp(d(8), d(9), mem(SP).pre(-64))?;
-    a.stp(d(10), d(11), mem(SP).off(16))?;
-    a.stp(d(12), d(13), mem(SP).off(32))?;
-    a.stp(d(14), d(15), mem(SP).off(48))?;
-    a.sub(SP, SP, FRAME)?;
-    // Sizes in bytes, once.
-    field(a, T1, offsets::CIN)?;
-    a.lsl(T1, T1, 2)?;
-    put(a, T1, S_PIXIN)?;
-    field(a, T2, offsets::STRIDE)?;
-    a.mul(XS, T1, T2)?;
-    field(a, T2, offsets::IN_W)?;
-    a.mul(T1, T1, T2)?;
-    put(a, T1, S_ROWIN)?;
-    field(a, T2, offsets::IN_H)?;
-    a.mul(T1, T1, T2)?;
-    put(a, T1, S_IMGIN)?;
+    enter(a, FRAME)?;
     field(a, T1, offsets::CIN_G)?;
     a.lsl(T1, T1, 6)?;
     put(a, T1, S_TAPB)?;
@@ -717,11 +459,5 @@ fn body(a: &mut Assembler) -> Result<(), EncodeError> {
     }
     a.bind(ragged)?;
     ragged_panel(a)?;
-    crate::silu::a64_pass(a, ARGS)?;
-    a.add(SP, SP, FRAME)?;
-    a.ldp(d(14), d(15), mem(SP).off(48))?;
-    a.ldp(d(12), d(13), mem(SP).off(32))?;
-    a.ldp(d(10), d(11), mem(SP).off(16))?;
-    a.ldp(d(8), d(9), mem(SP).post(64))?;
-    a.ret()
+    leave(a, FRAME)
 }
