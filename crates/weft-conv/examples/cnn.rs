@@ -1,5 +1,5 @@
 //! A three-layer CNN through the planner, from weights in a file: a 3×3
-//! convolution with ReLU, a depthwise 3×3 with ReLU, then a pointwise
+//! convolution with ReLU, a depthwise 3×3 with SiLU, then a pointwise
 //! (1×1) projection — a MobileNet block's shape. The example writes the
 //! weights to a small file, reads them back as a downstream project would
 //! read its own model (every length checked, a bad file is an error, never
@@ -78,7 +78,7 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 fn model() -> Vec<Layer> {
     let shapes = [
         (3, 32, 3, 2, 1, 1, Activation::Relu),
-        (32, 32, 3, 1, 1, 32, Activation::Relu),
+        (32, 32, 3, 1, 1, 32, Activation::Silu),
         (32, 64, 1, 1, 0, 1, Activation::None),
     ];
     shapes

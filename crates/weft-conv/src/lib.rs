@@ -124,9 +124,9 @@
 //! # Example
 //!
 //! One layer through the planner (`examples/cnn.rs` runs a three-layer
-//! CNN — 3×3 convolution with ReLU, depthwise, pointwise — from weights in
-//! a file it writes, checking each layer against the reference:
-//! `cargo run --release -p weft-conv --example cnn`):
+//! CNN — 3×3 convolution with ReLU, depthwise with SiLU, pointwise —
+//! from weights in a file it writes, checking each layer against the
+//! reference: `cargo run --release -p weft-conv --example cnn`):
 //!
 //! ```no_run
 //! use weft_conv::{Activation, ConvArgs, ConvGeometry, PackedFilter};

@@ -29,7 +29,9 @@ fn geometries() -> Vec<ConvGeometry> {
         ConvGeometry::square(1, 28, 1, 1, 3, 2, 1)
             .depthwise(48)
             .with_act(Activation::Relu6),
-        ConvGeometry::square(1, 14, 1, 1, 3, 1, 1).depthwise(144),
+        ConvGeometry::square(1, 14, 1, 1, 3, 1, 1)
+            .depthwise(144)
+            .with_act(Activation::Silu),
         // Grouped (ResNeXt-like: 4 groups of 16 → 24 channels) and a
         // channel multiplier of 2 (groups = cin = 8, cout = 16): the
         // direct family.
@@ -39,7 +41,7 @@ fn geometries() -> Vec<ConvGeometry> {
         },
         ConvGeometry {
             groups: 8,
-            ..ConvGeometry::square(2, 12, 8, 16, 3, 2, 1)
+            ..ConvGeometry::square(2, 12, 8, 16, 3, 2, 1).with_act(Activation::Silu)
         },
     ]
 }
