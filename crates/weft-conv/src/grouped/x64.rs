@@ -569,7 +569,10 @@ fn body(e: &mut Emitter, two: bool) -> Result<(), EmitError> {
     )
 }
 
-fn emit(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
+/// Both tiers' entry: the frame (`frame` bytes, the vector registers of
+/// the tier declared), `ARGS`, and the sizes every body reads from the
+/// stack (`S_PIXIN` … `S_XSTEP`); leaves `sh = log2 cout_g` in rcx.
+fn enter(abi: Abi, avx512: bool, frame: i32) -> Result<Emitter, EmitError> {
     let mut e = Emitter::new(abi)?;
     let mut clobbers = Clobbers::none()
         .with(rdi)
@@ -580,50 +583,62 @@ fn emit(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
         .with(r13)
         .with(r14)
         .with(r15);
-    ZMM.iter().for_each(|z| clobbers = clobbers.with(*z));
+    if avx512 {
+        ZMM.iter().for_each(|z| clobbers = clobbers.with(*z));
+    } else {
+        YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y));
+    }
     e.prologue(clobbers)?;
     if e.args_reg() != ARGS {
         let from = e.args_reg();
         e.asm().mov(ARGS, from)?;
     }
+    let a = e.asm();
+    a.sub(rsp, frame)?;
+    a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
+    a.shl(rax, 2)?;
+    a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
+    a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
+    a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
+    a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
+    a.shl(rax, 6)?;
+    a.mov(qword_ptr(rsp + S_TAPB), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::K_H))?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::K_W))?;
+    a.mov(qword_ptr(rsp + S_PSTRIDE), rax)?;
+    a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
+    a.shl(rax, 2)?;
+    a.mov(qword_ptr(rsp + S_PIXOUT), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
+    a.mov(qword_ptr(rsp + S_ROWOUT), rax)?;
+    // panels = ⌈cout / 16⌉; the weights after the bias lines.
+    a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
+    a.add(rax, 15)?;
+    a.shr(rax, 4)?;
+    a.mov(qword_ptr(rsp + S_PANELS), rax)?;
+    a.shl(rax, 6)?;
+    a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
+    a.mov(qword_ptr(rsp + S_WB), rax)?;
+    // sh = log2 cout_g; a panel's x channels: (16 >> sh) · cin_g.
+    a.bsf(rcx, qword_ptr(ARGS + offsets::COUT_G))?;
+    a.mov(qword_ptr(rsp + S_SH), rcx)?;
+    a.mov(eax, 16)?;
+    a.shr(eax, cl)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::CIN_G))?;
+    a.shl(rax, 2)?;
+    a.mov(qword_ptr(rsp + S_XSTEP), rax)?;
+    Ok(e)
+}
+
+fn emit(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
+    let mut e = enter(abi, true, FRAME)?;
     {
         let a = e.asm();
-        a.sub(rsp, FRAME)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
-        a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
-        a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
-        a.shl(rax, 6)?;
-        a.mov(qword_ptr(rsp + S_TAPB), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::K_H))?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::K_W))?;
-        a.mov(qword_ptr(rsp + S_PSTRIDE), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_PIXOUT), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
-        a.mov(qword_ptr(rsp + S_ROWOUT), rax)?;
-        // panels = ⌈cout / 16⌉; the weights after the bias lines.
-        a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
-        a.add(rax, 15)?;
-        a.shr(rax, 4)?;
-        a.mov(qword_ptr(rsp + S_PANELS), rax)?;
-        a.shl(rax, 6)?;
-        a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
-        a.mov(qword_ptr(rsp + S_WB), rax)?;
-        // sh = log2 cout_g; a panel's x channels: (16 >> sh) · cin_g.
-        a.bsf(rcx, qword_ptr(ARGS + offsets::COUT_G))?;
-        a.mov(qword_ptr(rsp + S_SH), rcx)?;
-        a.mov(eax, 16)?;
-        a.shr(eax, cl)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::CIN_G))?;
-        a.mov(r13, rax)?; // the panel's input channels (full panel)
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_XSTEP), rax)?;
+        // The panel's input channels (full panel).
+        a.mov(r13, qword_ptr(rsp + S_XSTEP))?;
+        a.shr(r13, 2)?;
         // The index line of ci = 0: (l >> sh) · cin_g.
         a.mov(rdx, qword_ptr(ARGS + offsets::CIN_G))?;
         for l in 0..16 {
@@ -1056,57 +1071,9 @@ fn body_avx2(e: &mut Emitter, two: bool) -> Result<(), EmitError> {
 }
 
 fn emit_avx2(abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
-    let mut e = Emitter::new(abi)?;
-    let mut clobbers = Clobbers::none()
-        .with(rdi)
-        .with(rsi)
-        .with(rbx)
-        .with(rbp)
-        .with(r12)
-        .with(r13)
-        .with(r14)
-        .with(r15);
-    YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y));
-    e.prologue(clobbers)?;
-    if e.args_reg() != ARGS {
-        let from = e.args_reg();
-        e.asm().mov(ARGS, from)?;
-    }
+    let mut e = enter(abi, false, FRAME2)?;
     {
         let a = e.asm();
-        a.sub(rsp, FRAME2)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
-        a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
-        a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
-        a.shl(rax, 6)?;
-        a.mov(qword_ptr(rsp + S_TAPB), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::K_H))?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::K_W))?;
-        a.mov(qword_ptr(rsp + S_PSTRIDE), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_PIXOUT), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::OUT_W))?;
-        a.mov(qword_ptr(rsp + S_ROWOUT), rax)?;
-        a.mov(rax, qword_ptr(ARGS + offsets::COUT))?;
-        a.add(rax, 15)?;
-        a.shr(rax, 4)?;
-        a.mov(qword_ptr(rsp + S_PANELS), rax)?;
-        a.shl(rax, 6)?;
-        a.add(rax, qword_ptr(ARGS + offsets::FILT))?;
-        a.mov(qword_ptr(rsp + S_WB), rax)?;
-        a.bsf(rcx, qword_ptr(ARGS + offsets::COUT_G))?;
-        a.mov(qword_ptr(rsp + S_SH), rcx)?;
-        a.mov(eax, 16)?;
-        a.shr(eax, cl)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::CIN_G))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_XSTEP), rax)?;
         a.mov(eax, 8)?;
         a.shr(eax, cl)?;
         a.imul_2(rax, qword_ptr(ARGS + offsets::CIN_G))?;
