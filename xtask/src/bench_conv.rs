@@ -16,10 +16,17 @@
 //! Candidates, in the same interleaved rounds:
 //!
 //! - **the planner's pick**: a plan compiled by `weft_plan::Planner` (this
-//!   host, a catalogue of `weft_conv::entries()`, an in-memory cache, so
-//!   it validates and races anew) for `weft_conv::site(g, w, bias)`: the
-//!   filter is a plan-time constant, packed once at plan time. Run by
-//!   `SiteKernel::run` on a one-thread and a two-thread executor;
+//!   host, a catalogue of `weft_conv::entries()` with
+//!   `weft_conv::pointwise::entry()` and `weft_gemm::entry()`, an
+//!   in-memory cache, so it validates and races anew) for
+//!   `weft_conv::site(g, w, bias)`: the filter is a plan-time constant,
+//!   packed once at plan time. Run by `SiteKernel::run` on a one-thread
+//!   and a two-thread executor. At a 1 × 1, stride-1 shape the pick is
+//!   the region of `weft_conv::pointwise` instead (the convolution, or
+//!   bias → the planner's `f32.gemm` → ReLU, as the planner chooses),
+//!   run by its `Pointwise`, as a user runs it;
+//! - **the 1 × 1 region's chain** (at those shapes), forced, 1 and 2
+//!   threads: what the GEMM over pixels costs beside the convolution;
 //! - **every twin** of each arm that offers the site (`conv.direct`'s
 //!   direct arm and, at 3×3 stride 1, its Winograd arm) that the host
 //!   runs, emitted for that arm's offer and checked against the arm by its
@@ -62,7 +69,7 @@
 //! vs_onnxruntime_2t=… peak_fraction_3x3=… vs_im2col=…
 //! worst_vs_onnxruntime_1t=… worst_vs_onnxruntime_2t=…
 //! planner_vs_best_twin=… depthwise_gflops_1t=… winograd_vs_direct=…
-//! silu_vs_relu_1t=…` —
+//! silu_vs_relu_1t=… gemm_1x1_vs_direct_1t=…` —
 //! onnxruntime's median
 //! over the planner's pick's, the geometric mean over the shapes at 1 and
 //! 2 threads (above 1: Weft is faster; `absent` without `--peer`); the
@@ -79,14 +86,17 @@
 //! median over the best Winograd twin's, geometric mean over the 3×3
 //! stride-1 shapes (one thread; above 1: Winograd is faster); and
 //! `silu_vs_relu_1t`, the SiLU pick's median over the ReLU pick's,
-//! geometric mean over every shape (one thread: what the SiLU pass costs).
+//! geometric mean over every shape (one thread: what the SiLU pass costs);
+//! `gemm_1x1_vs_direct_1t`, the best direct twin's median over the 1 × 1
+//! region's chain's, geometric mean over the 1 × 1 shapes (one thread;
+//! above 1: the GEMM over pixels is faster).
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use weft_conv::{reference, Activation, ConvArgs, ConvGeometry, PackedFilter};
 use weft_kernel::{Host, Isa, Judged, Kernel};
-use weft_plan::{CacheLocation, Catalogue, Executor, Options, Planner, SiteKernel};
+use weft_plan::{Alternative, CacheLocation, Catalogue, Executor, Options, Planner, SiteKernel};
 
 use crate::ceiling::fmt_fraction;
 use crate::peaks::{self, PeakArgs, PEAK_ITERS};
@@ -227,6 +237,8 @@ enum Kind {
     Chain,
     /// The planner's pick for the same site with the SiLU epilogue.
     PlannerSilu,
+    /// A 1 × 1 region's chain: bias, the planner's `f32.gemm`, ReLU.
+    PwChain,
 }
 
 /// How a candidate runs.
@@ -235,6 +247,13 @@ enum Runner<'a> {
     Body(Kernel<ConvArgs>),
     Peak(&'a Kernel<PeakArgs>),
     Chain(&'a Im2col, &'a Executor),
+    /// A 1 × 1 region: the planner's choice (`None`) or one alternative.
+    Region(
+        &'a weft_conv::pointwise::Pointwise,
+        &'a weft_plan::CompiledPlan,
+        &'a Executor,
+        Option<Alternative>,
+    ),
 }
 
 /// The unfused chain a convolution replaces: the input unrolled into a
@@ -360,6 +379,14 @@ fn sample(c: &Candidate<'_>, x: &mut Operands, reps: usize) -> Result<f64, Strin
                 chain.run(&x.g, &x.x, &mut x.y, exec)?;
             }
         }
+        Runner::Region(layer, plan, exec, alt) => {
+            for _ in 0..reps {
+                let alt = alt.unwrap_or(layer.choice());
+                layer
+                    .run_as(alt, plan, exec, black_box(&x.x), &mut x.y)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         Runner::Peak(k) => {
             let p = PeakArgs { iters: PEAK_ITERS };
             for _ in 0..reps {
@@ -380,7 +407,7 @@ fn sample(c: &Candidate<'_>, x: &mut Operands, reps: usize) -> Result<f64, Strin
                     Runner::Planner(k, exec) => unsafe { k.run(exec, black_box(&args)) },
                     // SAFETY: as above.
                     Runner::Body(k) => unsafe { k.call(black_box(&args)) },
-                    Runner::Peak(_) | Runner::Chain(..) => {}
+                    Runner::Peak(_) | Runner::Chain(..) | Runner::Region(..) => {}
                 }
             }
         }
@@ -516,15 +543,65 @@ fn measure(b: &mut Bench, shape: &Shape, seed: u64) -> Result<Measured, String> 
             act: g.act,
         });
     }
+    // A 1 × 1 convolution a GEMM over pixels computes: the region of
+    // `weft_conv::pointwise` (bias → the planner's f32.gemm → act, or the
+    // convolution), as a user plans it; its choice is the pick.
+    let region = match weft_conv::pointwise::region("pw", &g, &w, Some(&bias)) {
+        Ok(r) => {
+            let rplan = b
+                .planner
+                .compile_with_regions(&[], &[r])
+                .map_err(|e| e.to_string())?;
+            let layer = weft_conv::pointwise::Pointwise::new(&rplan, "pw", &g)
+                .map_err(|e| e.to_string())?;
+            let cr = rplan.region("pw").map_err(|e| e.to_string())?;
+            let name = |i: usize| rplan.sites()[i].candidate.to_string();
+            println!(
+                "  1 × 1 region: {:?} by {:?} (chain {} = {:.0} cycles, fused {} = {:.0})",
+                cr.choice,
+                cr.rule,
+                cr.chain
+                    .iter()
+                    .map(|&i| name(i))
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                cr.chain_cycles.unwrap_or(f64::NAN),
+                name(cr.fused),
+                cr.fused_cycles.unwrap_or(f64::NAN),
+            );
+            Some((rplan, layer))
+        }
+        Err(_) => None,
+    };
     for (threads, exec) in [(1, &b.one), (2, &b.two)] {
-        cands.push(Candidate {
-            name: format!("planner: {}", cs.candidate),
-            kind: Kind::Planner,
-            threads,
-            runner: Runner::Planner(&kernel, exec),
-            filter: 0,
-            act: g.act,
+        cands.push(match &region {
+            Some((rplan, layer)) => Candidate {
+                name: format!("planner: 1 × 1 region, {:?}", layer.choice()),
+                kind: Kind::Planner,
+                threads,
+                runner: Runner::Region(layer, rplan, exec, None),
+                filter: 0,
+                act: g.act,
+            },
+            None => Candidate {
+                name: format!("planner: {}", cs.candidate),
+                kind: Kind::Planner,
+                threads,
+                runner: Runner::Planner(&kernel, exec),
+                filter: 0,
+                act: g.act,
+            },
         });
+        if let Some((rplan, layer)) = &region {
+            cands.push(Candidate {
+                name: "1 × 1 region's chain (bias, gemm, act)".to_owned(),
+                kind: Kind::PwChain,
+                threads,
+                runner: Runner::Region(layer, rplan, exec, Some(Alternative::Chain)),
+                filter: 0,
+                act: g.act,
+            });
+        }
     }
     // The same site with the SiLU epilogue (its bodies' pass over the
     // rows after the tiles), the planner's pick at one thread.
@@ -848,7 +925,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         SAMPLE_SECS * 1e3
     );
     let mut catalogue = Catalogue::new();
-    for e in weft_conv::entries() {
+    // The 1 × 1 regions' chains need the epilogue and GEMM families.
+    for e in weft_conv::entries()
+        .into_iter()
+        .chain([weft_conv::pointwise::entry(), weft_gemm::entry()])
+    {
         catalogue.register(e).map_err(|e| e.to_string())?;
     }
     let options = Options {
@@ -885,6 +966,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut dw_gflops: Option<f64> = None;
     let mut wino_vs_direct = Vec::new();
     let mut silu_cost = Vec::new();
+    let mut gemm_1x1 = Vec::new();
     for (i, shape) in shapes().iter().enumerate() {
         let m = measure(&mut bench, shape, 0x2545_F491 + 17 * i as u64)?;
         let pick = m.best(Kind::Planner, 1);
@@ -903,6 +985,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         if let (Some(p), Some(c)) = (pick, m.best(Kind::Chain, 1)) {
             vs_chain.push(c / p);
+        }
+        if let (Some(d), Some(c)) = (m.best(Kind::Twin, 1), m.best(Kind::PwChain, 1)) {
+            println!(
+                "  1 × 1 as a GEMM over pixels: best direct twin {:.4} ms, the region's chain {:.4} ms: {:.2}x",
+                d * 1e3,
+                c * 1e3,
+                d / c
+            );
+            gemm_1x1.push(d / c);
         }
         for (t, ratios) in vs_ort.iter_mut().enumerate() {
             let t = t as u64 + 1;
@@ -939,7 +1030,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let worst = |v: &[f64]| v.iter().copied().reduce(f64::min);
     println!(
-        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={} winograd_vs_direct={} silu_vs_relu_1t={}",
+        "bench conv: vs_onnxruntime_1t={} vs_onnxruntime_2t={} peak_fraction_3x3={} vs_im2col={} worst_vs_onnxruntime_1t={} worst_vs_onnxruntime_2t={} planner_vs_best_twin={} depthwise_gflops_1t={} winograd_vs_direct={} silu_vs_relu_1t={} gemm_1x1_vs_direct_1t={}",
         opt(geomean(&vs_ort[0])),
         opt(geomean(&vs_ort[1])),
         fmt_fraction(geomean(&peak_3x3)),
@@ -950,6 +1041,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         opt(dw_gflops),
         opt(geomean(&wino_vs_direct)),
         opt(geomean(&silu_cost)),
+        opt(geomean(&gemm_1x1)),
     );
     Ok(())
 }

@@ -3,8 +3,10 @@
 //! (1×1) projection — a MobileNet block's shape. The example writes the
 //! weights to a small file, reads them back as a downstream project would
 //! read its own model (every length checked, a bad file is an error, never
-//! a panic), plans the three layers as one plan, runs them on two threads
-//! layer after layer, and checks each layer's output against the scalar
+//! a panic), plans the three layers as one plan (the pointwise layer as a
+//! region: the convolution or the GEMM over pixels, as the planner
+//! chooses, `weft_conv::pointwise`), runs them on two threads layer after
+//! layer, and checks each layer's output against the scalar
 //! reference: bit for bit where the planner chose a body of the shared
 //! contract, and as the largest difference where it chose an arm with an
 //! arithmetic of its own.
@@ -20,8 +22,14 @@ use std::error::Error;
 use std::path::Path;
 use std::time::Instant;
 
-use weft_conv::{reference, Activation, ConvArgs, ConvGeometry, PackedFilter};
-use weft_plan::{Catalogue, Executor, Options, Planner};
+use weft_conv::{pointwise, reference, Activation, ConvArgs, ConvGeometry, PackedFilter};
+use weft_plan::{Alternative, Catalogue, Executor, Options, Planner};
+
+/// How a layer runs: its site (index, packed filter) or its region.
+enum Run {
+    Site(usize, PackedFilter),
+    Region(Box<pointwise::Pointwise>),
+}
 
 /// The file's first bytes.
 const MAGIC: &[u8; 8] = b"WEFTCNN1";
@@ -198,27 +206,41 @@ fn main() -> Result<(), Box<dyn Error>> {
         side = s.out_w;
         geometries.push(g);
     }
-    let sites = layers
-        .iter()
-        .zip(&geometries)
-        .enumerate()
-        .map(|(i, (l, g))| {
-            weft_conv::site(g, &l.w, Some(&l.bias)).map(|s| s.with_label(format!("layer{i}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    // A 1 × 1 layer is a region: the planner chooses between the
+    // convolution and the GEMM over pixels (`weft_conv::pointwise`).
+    let mut sites = Vec::new();
+    let mut regions = Vec::new();
+    for (i, (l, g)) in layers.iter().zip(&geometries).enumerate() {
+        let label = format!("layer{i}");
+        if pointwise::serves(g).is_ok() {
+            regions.push(pointwise::region(&label, g, &l.w, Some(&l.bias))?);
+        } else {
+            sites.push(weft_conv::site(g, &l.w, Some(&l.bias))?.with_label(label));
+        }
+    }
 
     let mut catalogue = Catalogue::new();
     catalogue.register_all(weft_conv::entries())?;
+    catalogue.register_all([pointwise::entry(), weft_gemm::entry()])?;
     let mut planner = Planner::for_host(catalogue, weft_host::Host::detect(), Options::from_env()?);
-    let plan = planner.compile(&sites)?;
+    let plan = planner.compile_with_regions(&sites, &regions)?;
     println!("{}", plan.report());
 
-    let filters = plan
-        .sites()
-        .iter()
-        .zip(&geometries)
-        .map(|(s, g)| PackedFilter::from_site(s.packed("w"), g))
-        .collect::<Result<Vec<_>, _>>()?;
+    // How each layer runs: its site's kernel and packed filter, or its
+    // region's runner.
+    let mut runs = Vec::new();
+    for (i, g) in geometries.iter().enumerate() {
+        let label = format!("layer{i}");
+        runs.push(if pointwise::serves(g).is_ok() {
+            Run::Region(Box::new(pointwise::Pointwise::new(&plan, &label, g)?))
+        } else {
+            let at = plan.resolve(&label)?;
+            Run::Site(
+                at,
+                PackedFilter::from_site(plan.sites()[at].packed("w"), g)?,
+            )
+        });
+    }
     let exec = Executor::new(threads);
     let image = values(geometries[0].x_len(), 7, 1.0);
     let mut best = f64::INFINITY;
@@ -228,25 +250,52 @@ fn main() -> Result<(), Box<dyn Error>> {
         let t = Instant::now();
         for (i, g) in geometries.iter().enumerate() {
             let mut y = vec![0.0f32; g.y_len(&g.check()?)];
-            let args = ConvArgs::new(g, &acts[i], &filters[i], &mut y)?;
-            let kernel = plan.kernel::<ConvArgs>(i)?;
-            // SAFETY: `args` was checked against the input, the packed
-            // filter and `y`, all live and untouched until it returns.
-            unsafe { kernel.run(&exec, &args) };
+            match &runs[i] {
+                Run::Site(at, filter) => {
+                    let args = ConvArgs::new(g, &acts[i], filter, &mut y)?;
+                    let kernel = plan.kernel::<ConvArgs>(*at)?;
+                    // SAFETY: `args` was checked against the input, the
+                    // packed filter and `y`, all live and untouched until
+                    // it returns.
+                    unsafe { kernel.run(&exec, &args) };
+                }
+                Run::Region(layer) => layer.run(&plan, &exec, &acts[i], &mut y)?,
+            }
             acts.push(y);
         }
         best = best.min(t.elapsed().as_secs_f64());
     }
 
     let mut macs = 0;
-    for (i, (g, s)) in geometries.iter().zip(plan.sites()).enumerate() {
+    for (i, g) in geometries.iter().enumerate() {
         let shape = g.check()?;
         macs += g.macs(&shape);
         let mut want = vec![0.0f32; g.y_len(&shape)];
         let l = &layers[i];
         reference::conv2d(g, &acts[i], &l.w, Some(&l.bias), &mut want, 0..shape.out_h);
         let got = &acts[i + 1];
-        let shared = s.contract == weft_conv::contract(s.family, &s.geometry);
+        // A region's alternatives both keep the conv contract.
+        let (how, shared) = match &runs[i] {
+            Run::Site(at, _) => {
+                let s = &plan.sites()[*at];
+                (
+                    format!("{} by {}", s.family, s.candidate),
+                    s.contract == weft_conv::contract(s.family, &s.geometry),
+                )
+            }
+            Run::Region(layer) => {
+                let r = plan.region(&format!("layer{i}"))?;
+                let name = |at: &usize| plan.sites()[*at].candidate.to_string();
+                let chosen = match layer.choice() {
+                    Alternative::Chain => r.chain.iter().map(name).collect::<Vec<_>>().join(" → "),
+                    Alternative::Fused => name(&r.fused),
+                };
+                (
+                    format!("1 × 1 region, {:?}: {chosen}", layer.choice()),
+                    true,
+                )
+            }
+        };
         let same = got
             .iter()
             .zip(&want)
@@ -257,13 +306,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         println!(
-            "{}: {} → {}×{}×{} by {} ({}): {}",
-            s.label,
-            s.family,
+            "layer{i}: {} → {}×{}×{} ({}): {}",
+            how,
             shape.out_h,
             shape.out_w,
             g.cout,
-            s.candidate,
             if shared {
                 "the shared contract"
             } else {
@@ -276,11 +323,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
         );
         if shared && !same {
-            return Err(format!(
-                "{}: {} does not give the reference's bits",
-                s.label, s.candidate
-            )
-            .into());
+            return Err(format!("layer{i}: {how} does not give the reference's bits").into());
         }
     }
     println!(

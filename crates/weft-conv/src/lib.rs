@@ -101,6 +101,16 @@
 //!   twin); other grouped geometries it
 //!   refuses by name (`unsupported-geometry`) and the direct arm serves.
 //!
+//! - The 1 × 1 convolution (stride 1, no padding, one group) as
+//!   weft-gemm's `f32.gemm` over pixels, through the planner
+//!   ([`pointwise`]): a region whose chain is a bias stage, the GEMM (the
+//!   OHWI filter is B given transposed at plan time; `β = 1` over the
+//!   bias, so each output is the contract's own sequence of roundings)
+//!   and an act stage, against the `conv.direct` site itself. The planner
+//!   prices both and chooses (or races), so the convolution gains every
+//!   GEMM body without a copy; the stages are the small family
+//!   `conv.epilogue` (a CLIF arm, AVX-512, AVX2 and NEON twins).
+//!
 //! Grouped convolutions (`1 < groups < cin`, and channel multipliers
 //! above one) belong to `conv.direct` and are served by its direct arm and
 //! its twins: each panel reads its group's input channels `g · cin_g ..
@@ -152,6 +162,7 @@
 pub mod arm;
 pub mod grouped;
 pub mod pack;
+pub mod pointwise;
 pub mod reference;
 pub mod silu;
 pub mod twin_a64;
@@ -811,10 +822,26 @@ impl ConvArgs {
                 format!("rows {rows:?} outside 0..{}", g.batch * s.out_h),
             ));
         }
-        Ok(ConvArgs {
-            x: x.as_ptr(),
-            filt: filter.as_ptr(),
-            y: y.as_mut_ptr(),
+        Ok(ConvArgs::from_parts(
+            g,
+            &s,
+            (x.as_ptr(), filter.as_ptr(), y.as_mut_ptr()),
+            rows,
+        ))
+    }
+
+    /// The fields of `g` (checked, with shape `s`) over `rows`, with the
+    /// pointers `(x, filt, y)` as given: the constructors' common tail.
+    pub(crate) fn from_parts(
+        g: &ConvGeometry,
+        s: &Shape,
+        (x, filt, y): (*const f32, *const f32, *mut f32),
+        rows: Range<u64>,
+    ) -> ConvArgs {
+        ConvArgs {
+            x,
+            filt,
+            y,
             batch: g.batch,
             in_h: g.in_h,
             in_w: g.in_w,
@@ -839,7 +866,7 @@ impl ConvArgs {
             cin_g: g.cin / g.groups,
             cout_g: g.cout / g.groups,
             group_panels: s.group_panels,
-        })
+        }
     }
 }
 

@@ -65,7 +65,7 @@ pub const DEPTHWISE_LAYOUT: &str = "conv.depthwise.bias+taps16";
 /// One line: 16 f32, cache-line aligned.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C, align(64))]
-struct Line([f32; PANEL]);
+pub(crate) struct Line(pub(crate) [f32; PANEL]);
 
 /// A filter and bias in one arm's layout (module docs).
 #[derive(Clone, Debug, PartialEq)]
@@ -497,7 +497,7 @@ fn slot_of(kind: ArmKind, cout: u64, groups: u64, co: usize) -> (usize, usize) {
 }
 
 /// 64-byte lines from little-endian bytes (a whole number of lines).
-fn lines_of(bytes: &[u8]) -> Vec<Line> {
+pub(crate) fn lines_of(bytes: &[u8]) -> Vec<Line> {
     bytes
         .chunks_exact(64)
         .map(|c| {

@@ -21,11 +21,11 @@ fn reference_output(case: &ConvCase) -> Vec<f32> {
     y
 }
 
-fn same(a: f32, b: f32) -> bool {
+pub(crate) fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-fn values(n: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed | 1;
     (0..n)
         .map(|_| {

@@ -824,7 +824,7 @@ fn while_loop(
 /// Set `label` on a zero-byte marker, so that a label set next (a loop
 /// head right after a loop) lands on the same address but another
 /// instruction (iced allows one label an instruction).
-fn land(e: &mut Emitter, label: &mut CodeLabel) -> Result<(), EmitError> {
+pub(crate) fn land(e: &mut Emitter, label: &mut CodeLabel) -> Result<(), EmitError> {
     e.set_label(label)?;
     e.asm().zero_bytes()?;
     Ok(())
