@@ -68,12 +68,21 @@ impl ConvCase {
     }
 }
 
-struct Gen {
+/// The values every conv case draws, deterministic in its seed.
+pub(crate) struct Gen {
     rng: SplitMix64,
     specials: Vec<u32>,
 }
 
 impl Gen {
+    /// A generator from `seed` that sows special values when asked.
+    pub(crate) fn new(seed: u64) -> Gen {
+        Gen {
+            rng: SplitMix64::new(seed),
+            specials: f32_special_values(),
+        }
+    }
+
     fn value(&mut self) -> f32 {
         // Exact small multiples of 1/64 half the time (sums that cancel
         // and tie), wide random values the other half.
@@ -85,9 +94,10 @@ impl Gen {
         }
     }
 
-    fn values(&mut self, len: usize, special: bool) -> Vec<f32> {
+    /// `len` values, with a few special ones sown in when `special`.
+    pub(crate) fn values(&mut self, len: usize, special: bool) -> Vec<f32> {
         let mut v: Vec<f32> = (0..len).map(|_| self.value()).collect();
-        if special && !v.is_empty() && !self.specials.is_empty() {
+        if special && !v.is_empty() {
             for _ in 0..(len / 64).clamp(1, 8) {
                 let at = self.rng.below(len as u64) as usize;
                 let s = self.specials[self.rng.below(self.specials.len() as u64) as usize];
@@ -98,16 +108,18 @@ impl Gen {
     }
 }
 
-/// Build one case of `g` (which `kind` must serve), offsets `off` into
-/// x's and y's buffers, rows `rows` (all when `None`).
-fn case(
+/// Build one case of `g`, its filter packed by `pack`, offsets `off`
+/// into x's and y's buffers, rows `rows` (all when `None`); `None` when
+/// `g` or the packing refuses.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn case(
     gen: &mut Gen,
-    kind: ArmKind,
     g: ConvGeometry,
     off: usize,
     bias: bool,
     special: bool,
     rows: Option<Range<u64>>,
+    pack: impl FnOnce(&ConvGeometry, &[f32], Option<&[f32]>) -> Result<PackedFilter, Refusal>,
 ) -> Option<ConvCase> {
     let s = g.check().ok()?;
     let mut x = vec![0.0f32; off];
@@ -115,7 +127,7 @@ fn case(
     x.extend([1.0f32; 3]);
     let w = gen.values(g.w_len(), special);
     let bias = bias.then(|| gen.values(g.cout as usize, special));
-    let packed = PackedFilter::pack(kind, &g, &w, bias.as_deref()).ok()?;
+    let packed = pack(&g, &w, bias.as_deref()).ok()?;
     let y = vec![f32::NAN; off + g.y_len(&s) + 3];
     Some(ConvCase {
         g,
@@ -126,6 +138,37 @@ fn case(
         y: (y, off),
         rows: rows.unwrap_or(0..g.batch * s.out_h),
     })
+}
+
+/// A case's outputs from `kernel`: the whole y buffer and a 16-float
+/// canary guard after it (every conv validation's [`Validation::run`]).
+pub(crate) fn run_case(kernel: &Kernel<ConvArgs>, case: &ConvCase) -> Result<Outputs, Refusal> {
+    let mut y = case.y.0.clone();
+    y.extend(std::iter::repeat_n(f32::from_bits(CANARY_F32), 16));
+    let args = case.args(&mut y)?;
+    // SAFETY: `ConvArgs::rows` checked the extents against `case` and `y`,
+    // which outlive the call.
+    unsafe { kernel.call(&args) };
+    let mut out = Outputs::from_f32(y);
+    out.element = Element::F32;
+    Ok(out)
+}
+
+/// Where output word `index` of a case lies (every conv validation's
+/// [`Validation::describe_input`]).
+pub(crate) fn describe_case(case: &ConvCase, index: usize) -> String {
+    let g = &case.g;
+    let s = g.check().expect("cases are checked");
+    let e = index.wrapping_sub(case.y.1) as u64;
+    let (pix, co) = (e / g.cout, e % g.cout);
+    format!(
+        "{g:?} bias {} x at +{} rows {:?}: y[row {}, column {}, channel {co}]",
+        case.bias.is_some(),
+        case.x.1,
+        case.rows,
+        pix / s.out_w,
+        pix % s.out_w
+    )
 }
 
 /// A geometry with its own extents.
@@ -168,10 +211,7 @@ pub fn activation(idx: usize) -> Activation {
 
 /// The cases for `kind`'s family, deterministic in `seed`.
 pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
-    let mut gen = Gen {
-        rng: SplitMix64::new(seed),
-        specials: f32_special_values(),
-    };
+    let mut gen = Gen::new(seed);
     let mut out = Vec::new();
     let mut idx = 0usize;
     let depthwise = kind == ArmKind::Depthwise;
@@ -184,7 +224,9 @@ pub fn cases(kind: ArmKind, seed: u64) -> Vec<ConvCase> {
             g.with_act(act)
         };
         let special = idx % 4 == 3;
-        if let Some(c) = case(gen, kind, g, idx % 4, idx % 3 != 1, special, rows) {
+        if let Some(c) = case(gen, g, idx % 4, idx % 3 != 1, special, rows, |g, w, b| {
+            PackedFilter::pack(kind, g, w, b)
+        }) {
             out.push(c);
         }
         idx += 1;
@@ -355,30 +397,11 @@ unsafe impl Validation for ConvValidation {
     }
 
     fn run(&self, kernel: &Kernel<ConvArgs>, case: &ConvCase) -> Result<Outputs, Refusal> {
-        let mut y = case.y.0.clone();
-        y.extend(std::iter::repeat_n(f32::from_bits(CANARY_F32), 16));
-        let args = case.args(&mut y)?;
-        // SAFETY: `ConvArgs::rows` checked the extents against `case` and
-        // `y`, which outlive the call.
-        unsafe { kernel.call(&args) };
-        let mut out = Outputs::from_f32(y);
-        out.element = Element::F32;
-        Ok(out)
+        run_case(kernel, case)
     }
 
     fn describe_input(&self, case: &ConvCase, index: usize) -> String {
-        let g = &case.g;
-        let s = g.check().expect("cases are checked");
-        let e = index.wrapping_sub(case.y.1) as u64;
-        let (pix, co) = (e / g.cout, e % g.cout);
-        format!(
-            "{g:?} bias {} x at +{} rows {:?}: y[row {}, column {}, channel {co}]",
-            case.bias.is_some(),
-            case.x.1,
-            case.rows,
-            pix / s.out_w,
-            pix % s.out_w
-        )
+        describe_case(case, index)
     }
 }
 
@@ -407,11 +430,7 @@ impl Workbench for ConvBench {
         }
         let (g, s) = ConvGeometry::from_geometry(&offer.contract.geometry)?;
         let packed = PackedFilter::from_site(offer.packed.iter().find(|p| p.name == "w"), &g)?;
-        let mut gen = Gen {
-            rng: SplitMix64::new(seed),
-            specials: Vec::new(),
-        };
-        let x = gen.values(g.x_len(), false);
+        let x = Gen::new(seed).values(g.x_len(), false);
         let y = vec![0.0f32; g.y_len(&s)];
         Ok(Box::new(Prepared { g, x, packed, y }))
     }

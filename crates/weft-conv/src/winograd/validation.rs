@@ -21,38 +21,10 @@
 use std::ops::Range;
 
 use weft_kernel::{Kernel, Offer, Refusal};
-use weft_validate::{f32_special_values, Element, Outputs, SplitMix64, Validation, CANARY_F32};
+use weft_validate::{Outputs, Validation};
 
-use crate::validation::ConvCase;
+use crate::validation::{case, describe_case, run_case, ConvCase, Gen};
 use crate::{Activation, ConvArgs, ConvGeometry, PackedFilter, ARGS_NAME};
-
-struct Gen {
-    rng: SplitMix64,
-    specials: Vec<u32>,
-}
-
-impl Gen {
-    fn value(&mut self) -> f32 {
-        if self.rng.next_u32() & 1 == 0 {
-            (self.rng.below(513) as f32 - 256.0) / 64.0
-        } else {
-            let u = self.rng.unit_f64() * 2.0 - 1.0;
-            (u * 8.0f64.powf(self.rng.unit_f64() * 4.0 - 2.0)) as f32
-        }
-    }
-
-    fn values(&mut self, len: usize, special: bool) -> Vec<f32> {
-        let mut v: Vec<f32> = (0..len).map(|_| self.value()).collect();
-        if special && !v.is_empty() {
-            for _ in 0..(len / 64).clamp(1, 8) {
-                let at = self.rng.below(len as u64) as usize;
-                let s = self.specials[self.rng.below(self.specials.len() as u64) as usize];
-                v[at] = f32::from_bits(s);
-            }
-        }
-        v
-    }
-}
 
 /// A 3 × 3, stride-1 geometry.
 fn geo(batch: u64, (in_h, in_w): (u64, u64), (cin, cout): (u64, u64), pad: u64) -> ConvGeometry {
@@ -72,47 +44,25 @@ fn geo(batch: u64, (in_h, in_w): (u64, u64), (cin, cout): (u64, u64), pad: u64) 
     }
 }
 
-fn case(
-    gen: &mut Gen,
-    g: ConvGeometry,
-    off: usize,
-    bias: bool,
-    special: bool,
-    rows: Option<Range<u64>>,
-) -> Option<ConvCase> {
-    let s = g.check().ok()?;
-    let mut x = vec![0.0f32; off];
-    x.extend(gen.values(g.x_len(), special));
-    x.extend([1.0f32; 3]);
-    let w = gen.values(g.w_len(), special);
-    let bias = bias.then(|| gen.values(g.cout as usize, special));
-    let packed = PackedFilter::pack_winograd(&g, &w, bias.as_deref()).ok()?;
-    let y = vec![f32::NAN; off + g.y_len(&s) + 3];
-    Some(ConvCase {
-        g,
-        x: (x, off),
-        w,
-        bias,
-        packed,
-        y: (y, off),
-        rows: rows.unwrap_or(0..g.batch * s.out_h),
-    })
-}
-
 /// Channels swept on both sides.
 pub const CHANNELS: [u64; 6] = [1, 3, 5, 17, 33, 64];
 
 /// The Winograd cases, deterministic in `seed`.
 pub fn cases(seed: u64) -> Vec<ConvCase> {
-    let mut gen = Gen {
-        rng: SplitMix64::new(seed),
-        specials: f32_special_values(),
-    };
+    let mut gen = Gen::new(seed);
     let mut out = Vec::new();
     let mut idx = 0usize;
     let mut push = |gen: &mut Gen, g: ConvGeometry, rows: Option<Range<u64>>| {
         let g = g.with_act(crate::validation::activation(idx));
-        if let Some(c) = case(gen, g, idx % 4, idx % 3 != 1, idx % 4 == 3, rows) {
+        if let Some(c) = case(
+            gen,
+            g,
+            idx % 4,
+            idx % 3 != 1,
+            idx % 4 == 3,
+            rows,
+            PackedFilter::pack_winograd,
+        ) {
             out.push(c);
         }
         idx += 1;
@@ -189,29 +139,10 @@ unsafe impl Validation for WinogradValidation {
     }
 
     fn run(&self, kernel: &Kernel<ConvArgs>, case: &ConvCase) -> Result<Outputs, Refusal> {
-        let mut y = case.y.0.clone();
-        y.extend(std::iter::repeat_n(f32::from_bits(CANARY_F32), 16));
-        let args = case.args(&mut y)?;
-        // SAFETY: `ConvArgs::rows` checked the extents against `case` and
-        // `y`, which outlive the call.
-        unsafe { kernel.call(&args) };
-        let mut out = Outputs::from_f32(y);
-        out.element = Element::F32;
-        Ok(out)
+        run_case(kernel, case)
     }
 
     fn describe_input(&self, case: &ConvCase, index: usize) -> String {
-        let g = &case.g;
-        let s = g.check().expect("cases are checked");
-        let e = index.wrapping_sub(case.y.1) as u64;
-        let (pix, co) = (e / g.cout, e % g.cout);
-        format!(
-            "{g:?} bias {} x at +{} rows {:?}: y[row {}, column {}, channel {co}]",
-            case.bias.is_some(),
-            case.x.1,
-            case.rows,
-            pix / s.out_w,
-            pix % s.out_w
-        )
+        describe_case(case, index)
     }
 }
