@@ -777,6 +777,34 @@ fn bad(operand: &str, reason: String) -> Refusal {
     }
 }
 
+/// `offer` is one of `family`'s, with [`ConvArgs`], and (given a
+/// `layout`) its filter `w` is packed in that layout: what every body of
+/// this crate checks before emitting, refused by `name` otherwise
+/// (`unsupported-geometry`, `unknown-layout`).
+pub(crate) fn check_offer(
+    name: &str,
+    offer: &weft_kernel::Offer,
+    family: &str,
+    layout: Option<&str>,
+) -> Result<(), Refusal> {
+    if offer.contract.family != family || offer.contract.args != ARGS_NAME {
+        return Err(Refusal::UnsupportedGeometry {
+            reason: format!(
+                "{name} serves {family} with {ARGS_NAME}, not {} with {}",
+                offer.contract.family, offer.contract.args
+            ),
+        });
+    }
+    match layout {
+        Some(l) if !offer.packed.iter().any(|p| p.name == "w" && p.layout == l) => {
+            Err(Refusal::UnknownLayout {
+                layout: format!("{name}: the offer's filter is not {l}"),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 impl ConvArgs {
     /// Arguments computing all of y for `g`, each extent checked: x must
     /// hold `g.x_len()` elements, y `g.y_len()`, and `filter` must be

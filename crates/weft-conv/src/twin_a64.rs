@@ -43,7 +43,7 @@ use weft_a64::{d, mem, q, s, v, x, Assembler, Cond, EncodeError, Gpr, Label, SP,
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
 use crate::arm::ArmKind;
-use crate::{offsets, ConvGeometry, Shape, ARGS_NAME, PANEL};
+use crate::{offsets, ConvGeometry, Shape, PANEL};
 
 const NEON: &[Feature] = &[Feature::Neon];
 
@@ -82,36 +82,13 @@ unsafe impl Twin for ConvA64 {
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
-        let family = self.0.family();
-        if offer.contract.family != family || offer.contract.args != ARGS_NAME {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!(
-                    "{} serves {family} with {ARGS_NAME}, not {} with {}",
-                    self.name(),
-                    offer.contract.family,
-                    offer.contract.args
-                ),
-            });
-        }
-        let layout = crate::PackedFilter::layout(self.0);
-        if !offer
-            .packed
-            .iter()
-            .any(|p| p.name == "w" && p.layout == layout)
-        {
-            return Err(Refusal::UnknownLayout {
-                layout: format!("{}: the offer's filter is not {layout}", self.name()),
-            });
-        }
-        let words = emit(self.0).map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::Aarch64,
-            bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::check_offer(
+            self.name(),
+            offer,
+            self.0.family(),
+            Some(crate::PackedFilter::layout(self.0)),
+        )?;
+        crate::twin_a64::native(self.name(), emit(self.0))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
@@ -583,6 +560,23 @@ fn emit(kind: ArmKind) -> Result<Vec<u32>, EncodeError> {
     let mut asm = Assembler::new();
     body(&mut asm, kind)?;
     asm.finish()
+}
+
+/// A body's words as `name`'s [`NativeCode`] (an encoding error refused
+/// by name).
+pub(crate) fn native(
+    name: &str,
+    words: Result<Vec<u32>, EncodeError>,
+) -> Result<NativeCode, Refusal> {
+    let words = words.map_err(|e| Refusal::EmitError {
+        message: format!("{name}: {e}"),
+    })?;
+    Ok(NativeCode {
+        isa: Isa::Aarch64,
+        bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+        pool: None,
+        loops: Vec::new(),
+    })
 }
 
 /// Save d8–d15, open a `frame`-byte frame, and store x's sizes in bytes

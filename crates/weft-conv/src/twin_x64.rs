@@ -63,7 +63,7 @@ use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 
 use crate::arm::ArmKind;
-use crate::{offsets, ConvGeometry, Shape, ARGS_NAME, PANEL};
+use crate::{offsets, ConvGeometry, Shape, PANEL};
 
 /// Which instruction set a twin is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -170,36 +170,13 @@ unsafe impl Twin for ConvX64 {
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
-        let family = self.kind.family();
-        if offer.contract.family != family || offer.contract.args != ARGS_NAME {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!(
-                    "{} serves {family} with {ARGS_NAME}, not {} with {}",
-                    self.name(),
-                    offer.contract.family,
-                    offer.contract.args
-                ),
-            });
-        }
-        let layout = crate::PackedFilter::layout(self.kind);
-        if !offer
-            .packed
-            .iter()
-            .any(|p| p.name == "w" && p.layout == layout)
-        {
-            return Err(Refusal::UnknownLayout {
-                layout: format!("{}: the offer's filter is not {layout}", self.name()),
-            });
-        }
-        let emitted = emit(self.kind, self.tier, self.abi).map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            bytes: emitted.bytes,
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::check_offer(
+            self.name(),
+            offer,
+            self.kind.family(),
+            Some(crate::PackedFilter::layout(self.kind)),
+        )?;
+        crate::twin_x64::native(self.name(), emit(self.kind, self.tier, self.abi))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
@@ -342,7 +319,7 @@ fn generic_nest(kind: ArmKind, tier: Tier, g: &ConvGeometry, s: &Shape) -> Vec<L
 }
 
 // Registers held across the body.
-const ARGS: AsmRegister64 = rdi;
+pub(crate) const ARGS: AsmRegister64 = rdi;
 const PW: AsmRegister64 = rsi;
 const PX: [AsmRegister64; 3] = [r8, r9, r10];
 const XS: AsmRegister64 = r11;
@@ -1275,7 +1252,27 @@ fn groups(e: &mut Emitter, tier: Tier) -> Result<(), EmitError> {
     )
 }
 
-fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
+/// An emitted body as `name`'s [`NativeCode`] (an emit error refused by
+/// name).
+pub(crate) fn native(
+    name: &str,
+    emitted: Result<weft_x64::Emitted, EmitError>,
+) -> Result<NativeCode, Refusal> {
+    let emitted = emitted.map_err(|e| Refusal::EmitError {
+        message: format!("{name}: {e}"),
+    })?;
+    Ok(NativeCode {
+        isa: Isa::X86_64,
+        bytes: emitted.bytes,
+        pool: None,
+        loops: Vec::new(),
+    })
+}
+
+/// A conv body's entry for `abi`: the frame saving every register the
+/// conv twins use (rdi, rsi, rbx, rbp, r12–r15, and all zmm or the 16
+/// ymm), and the argument pointer moved to `ARGS`.
+pub(crate) fn open(abi: Abi, avx512: bool) -> Result<Emitter, EmitError> {
     let mut e = Emitter::new(abi)?;
     let mut clobbers = Clobbers::none()
         .with(rdi)
@@ -1286,15 +1283,21 @@ fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitEr
         .with(r13)
         .with(r14)
         .with(r15);
-    match tier {
-        Tier::Avx512 => ZMM.iter().for_each(|z| clobbers = clobbers.with(*z)),
-        Tier::Avx2 => YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y)),
+    if avx512 {
+        ZMM.iter().for_each(|z| clobbers = clobbers.with(*z));
+    } else {
+        YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y));
     }
     e.prologue(clobbers)?;
     if e.args_reg() != ARGS {
         let from = e.args_reg();
         e.asm().mov(ARGS, from)?;
     }
+    Ok(e)
+}
+
+fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
+    let mut e = open(abi, tier == Tier::Avx512)?;
     {
         let a = e.asm();
         a.sub(rsp, FRAME)?;

@@ -93,15 +93,7 @@ unsafe impl Twin for GroupedA64 {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         check_offer(NAME, offer)?;
-        let words = emit().map_err(|e| Refusal::EmitError {
-            message: format!("{NAME}: {e}"),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::Aarch64,
-            bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_a64::native(NAME, emit())
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {

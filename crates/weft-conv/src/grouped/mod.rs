@@ -62,7 +62,7 @@ use std::sync::Arc;
 use weft_kernel::{Family, Host, Isa, LoopTrip, NativeCode, Offer, Refusal, Site};
 
 use crate::pack::PackedFilter;
-use crate::{bad, contract, ConvGeometry, Shape, ARGS_NAME, DIRECT, PANEL};
+use crate::{bad, contract, ConvGeometry, Shape, DIRECT, PANEL};
 
 /// The arm's candidate name.
 pub const NAME: &str = "conv.direct.grouped";
@@ -207,24 +207,7 @@ unsafe impl weft_kernel::Arm for GroupedArm {
 
 /// `offer` is a grouped offer of `conv.direct` (`name` refuses otherwise).
 pub(crate) fn check_offer(name: &str, offer: &Offer) -> Result<(), Refusal> {
-    if offer.contract.family != DIRECT || offer.contract.args != ARGS_NAME {
-        return Err(Refusal::UnsupportedGeometry {
-            reason: format!(
-                "{name} serves {DIRECT} with {ARGS_NAME}, not {} with {}",
-                offer.contract.family, offer.contract.args
-            ),
-        });
-    }
-    if !offer
-        .packed
-        .iter()
-        .any(|p| p.name == "w" && p.layout == GROUPED_LAYOUT)
-    {
-        return Err(Refusal::UnknownLayout {
-            layout: format!("{name}: the offer's filter is not {GROUPED_LAYOUT}"),
-        });
-    }
-    Ok(())
+    crate::check_offer(name, offer, DIRECT, Some(GROUPED_LAYOUT))
 }
 
 /// The grouped arm's registration: the arm, its AVX-512 and AVX2 twins

@@ -33,7 +33,7 @@ use weft_x64::iced_x86::code_asm::{
     rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, AsmMemoryOperand, AsmRegister64, CodeLabel,
 };
 use weft_x64::regs::ZMM;
-use weft_x64::{Abi, Clobbers, EmitError, Emitter};
+use weft_x64::{Abi, EmitError, Emitter};
 
 use super::{check_offer, panels};
 use crate::{offsets, ConvGeometry, Shape};
@@ -142,15 +142,7 @@ unsafe impl Twin for GroupedX64 {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         check_offer(AVX512_NAME, offer)?;
-        let emitted = emit(self.abi).map_err(|e| Refusal::EmitError {
-            message: format!("{AVX512_NAME}: {e}"),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            bytes: emitted.bytes,
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_x64::native(AVX512_NAME, emit(self.abi))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
@@ -573,26 +565,7 @@ fn body(e: &mut Emitter, two: bool) -> Result<(), EmitError> {
 /// the tier declared), `ARGS`, and the sizes every body reads from the
 /// stack (`S_PIXIN` … `S_XSTEP`); leaves `sh = log2 cout_g` in rcx.
 fn enter(abi: Abi, avx512: bool, frame: i32) -> Result<Emitter, EmitError> {
-    let mut e = Emitter::new(abi)?;
-    let mut clobbers = Clobbers::none()
-        .with(rdi)
-        .with(rsi)
-        .with(rbx)
-        .with(rbp)
-        .with(r12)
-        .with(r13)
-        .with(r14)
-        .with(r15);
-    if avx512 {
-        ZMM.iter().for_each(|z| clobbers = clobbers.with(*z));
-    } else {
-        YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y));
-    }
-    e.prologue(clobbers)?;
-    if e.args_reg() != ARGS {
-        let from = e.args_reg();
-        e.asm().mov(ARGS, from)?;
-    }
+    let mut e = crate::twin_x64::open(abi, avx512)?;
     let a = e.asm();
     a.sub(rsp, frame)?;
     a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
@@ -733,15 +706,7 @@ unsafe impl Twin for GroupedAvx2 {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         check_offer(AVX2_NAME, offer)?;
-        let emitted = emit_avx2(self.abi).map_err(|e| Refusal::EmitError {
-            message: format!("{AVX2_NAME}: {e}"),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            bytes: emitted.bytes,
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_x64::native(AVX2_NAME, emit_avx2(self.abi))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {

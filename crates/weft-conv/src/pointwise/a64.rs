@@ -12,8 +12,8 @@ use weft_a64::{mem, q, s, x, Assembler, Cond, EncodeError, Gpr};
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 
 use super::{Stage, EPILOGUE};
+use crate::offsets;
 use crate::twin_a64::{epilogue, field, ARGS};
-use crate::{offsets, ConvGeometry, ARGS_NAME};
 
 /// The NEON twin of the epilogue arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,35 +151,12 @@ unsafe impl Twin for EpilogueA64 {
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
-        if offer.contract.family != EPILOGUE || offer.contract.args != ARGS_NAME {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!(
-                    "{} serves {EPILOGUE} with {ARGS_NAME}, not {} with {}",
-                    self.name(),
-                    offer.contract.family,
-                    offer.contract.args
-                ),
-            });
-        }
+        crate::check_offer(self.name(), offer, EPILOGUE, None)?;
         let stage = Stage::of(&offer.contract.geometry)?;
-        let words = emit(stage).map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::Aarch64,
-            bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_a64::native(self.name(), emit(stage))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        match (
-            ConvGeometry::from_geometry(&offer.contract.geometry),
-            Stage::of(&offer.contract.geometry),
-        ) {
-            (Ok((g, s)), Ok(stage)) => super::nest(&g, &s, stage, (4, false, false)),
-            _ => offer.loops.clone(),
-        }
+        super::nest_of(offer, (4, false, false))
     }
 }

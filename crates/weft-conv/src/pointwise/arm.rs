@@ -19,7 +19,6 @@ use weft_managed::Target;
 
 use super::{offer, Stage, EPILOGUE};
 use crate::arm::{build_with, epilogue, flags, looped, BiasLines, Env};
-use crate::ConvGeometry;
 
 /// The epilogue family's arm.
 #[derive(Clone, Copy, Debug)]
@@ -179,12 +178,6 @@ unsafe impl weft_kernel::Arm for EpilogueArm {
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        match (
-            ConvGeometry::from_geometry(&offer.contract.geometry),
-            Stage::of(&offer.contract.geometry),
-        ) {
-            (Ok((g, s)), Ok(stage)) => super::nest(&g, &s, stage, (4, false, false)),
-            _ => offer.loops.clone(),
-        }
+        super::nest_of(offer, (4, false, false))
     }
 }

@@ -383,6 +383,18 @@ pub fn nest(
     crate::silu::after(out, g, s, lanes, masked)
 }
 
+/// [`nest`] at `offer`'s geometry and stage (the offer's own loops if it
+/// has neither): what every body's [`weft_kernel::Twin::nest`] states.
+pub fn nest_of(offer: &Offer, steps: (u64, bool, bool)) -> Vec<LoopTrip> {
+    match (
+        ConvGeometry::from_geometry(&offer.contract.geometry),
+        Stage::of(&offer.contract.geometry),
+    ) {
+        (Ok((g, s)), Ok(stage)) => nest(&g, &s, stage, steps),
+        _ => offer.loops.clone(),
+    }
+}
+
 /// The offer at an epilogue site: stage 0's bias packed, the rows as
 /// member views.
 pub fn offer(site: &Site) -> Result<Offer, Refusal> {

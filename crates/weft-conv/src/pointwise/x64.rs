@@ -11,17 +11,15 @@ use std::sync::Arc;
 
 use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
-    cl, dword_ptr, edx, k1, qword_ptr, r10, r11, r8, r9, rax, rcx, rdi, rdx, rsi, ymmword_ptr,
-    zmmword_ptr, AsmRegister64, CodeLabel,
+    cl, dword_ptr, edx, k1, qword_ptr, r10, r11, r8, r9, rax, rcx, rdx, rsi, ymmword_ptr,
+    zmmword_ptr, CodeLabel,
 };
 use weft_x64::regs::{XMM, YMM, ZMM};
-use weft_x64::{Abi, Clobbers, EmitError, Emitter};
+use weft_x64::{Abi, EmitError, Emitter};
 
 use super::{Stage, EPILOGUE};
-use crate::twin_x64::{land, Tier};
-use crate::{offsets, Activation, ConvGeometry, ARGS_NAME};
-
-const ARGS: AsmRegister64 = rdi;
+use crate::twin_x64::{land, Tier, ARGS};
+use crate::{offsets, Activation};
 
 /// One x64 twin of the epilogue arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -263,25 +261,8 @@ fn act_loop(
 }
 
 fn emit(stage: Stage, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
-    let mut e = Emitter::new(abi)?;
-    let mut clobbers = Clobbers::none()
-        .with(rdi)
-        .with(rsi)
-        .with(r8)
-        .with(r9)
-        .with(r10)
-        .with(r11);
-    // The SiLU pass uses vector registers 0–4 and 16–28 (AVX-512) or
-    // ymm 0–4 (AVX2).
-    match tier {
-        Tier::Avx512 => ZMM.iter().for_each(|z| clobbers = clobbers.with(*z)),
-        Tier::Avx2 => YMM[..16].iter().for_each(|y| clobbers = clobbers.with(*y)),
-    }
-    e.prologue(clobbers)?;
-    if e.args_reg() != ARGS {
-        let from = e.args_reg();
-        e.asm().mov(ARGS, from)?;
-    }
+    // The SiLU pass after the stage uses vector registers 0–4 and 16–28.
+    let mut e = crate::twin_x64::open(abi, tier == Tier::Avx512)?;
     match stage {
         Stage::Bias => bias(&mut e, tier)?,
         Stage::Act => act(&mut e, tier)?,
@@ -316,38 +297,13 @@ unsafe impl Twin for EpilogueX64 {
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
-        if offer.contract.family != EPILOGUE || offer.contract.args != ARGS_NAME {
-            return Err(Refusal::UnsupportedGeometry {
-                reason: format!(
-                    "{} serves {EPILOGUE} with {ARGS_NAME}, not {} with {}",
-                    self.name(),
-                    offer.contract.family,
-                    offer.contract.args
-                ),
-            });
-        }
+        crate::check_offer(self.name(), offer, EPILOGUE, None)?;
         let stage = Stage::of(&offer.contract.geometry)?;
-        let emitted = emit(stage, self.tier, self.abi).map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            bytes: emitted.bytes,
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_x64::native(self.name(), emit(stage, self.tier, self.abi))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        match (
-            ConvGeometry::from_geometry(&offer.contract.geometry),
-            Stage::of(&offer.contract.geometry),
-        ) {
-            (Ok((g, s)), Ok(stage)) => {
-                let wide = self.tier == Tier::Avx512;
-                super::nest(&g, &s, stage, (self.tier.lanes() as u64, wide, true))
-            }
-            _ => offer.loops.clone(),
-        }
+        let wide = self.tier == Tier::Avx512;
+        super::nest_of(offer, (self.tier.lanes() as u64, wide, true))
     }
 }

@@ -85,15 +85,7 @@ unsafe impl Twin for WinogradA64 {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         check_offer(self.name(), offer)?;
-        let words = emit().map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::Aarch64,
-            bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_a64::native(self.name(), emit())
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {

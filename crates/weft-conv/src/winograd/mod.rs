@@ -320,24 +320,7 @@ unsafe impl weft_kernel::Arm for WinogradArm {
 
 /// `offer` is a Winograd offer of `conv.direct` (`name` refuses otherwise).
 pub(crate) fn check_offer(name: &str, offer: &Offer) -> Result<(), Refusal> {
-    if offer.contract.family != DIRECT || offer.contract.args != ARGS_NAME {
-        return Err(Refusal::UnsupportedGeometry {
-            reason: format!(
-                "{name} serves {DIRECT} with {ARGS_NAME}, not {} with {}",
-                offer.contract.family, offer.contract.args
-            ),
-        });
-    }
-    if !offer
-        .packed
-        .iter()
-        .any(|p| p.name == "w" && p.layout == WINOGRAD_LAYOUT)
-    {
-        return Err(Refusal::UnknownLayout {
-            layout: format!("{name}: the offer's filter is not {WINOGRAD_LAYOUT}"),
-        });
-    }
-    Ok(())
+    crate::check_offer(name, offer, DIRECT, Some(WINOGRAD_LAYOUT))
 }
 
 /// Every twin of the Winograd arm: the x64 ones ([`x64::twins`]), then

@@ -134,15 +134,7 @@ unsafe impl Twin for WinogradX64 {
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
         check_offer(self.name(), offer)?;
-        let emitted = emit(self.tier, self.abi).map_err(|e| Refusal::EmitError {
-            message: format!("{}: {e}", self.name()),
-        })?;
-        Ok(NativeCode {
-            isa: Isa::X86_64,
-            bytes: emitted.bytes,
-            pool: None,
-            loops: Vec::new(),
-        })
+        crate::twin_x64::native(self.name(), emit(self.tier, self.abi))
     }
 
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
