@@ -26,18 +26,20 @@
 //!   loads of B and C suppress faults and give `+0.0` in masked lanes,
 //!   whose accumulators are never stored. Rows left over after full tiles
 //!   run as tiles of 8, 4, 2 and 1 rows (each at most once).
-//! - **k blocks** of [`KC_X64`]: the first block starts the accumulators
+//! - **k blocks** ([`k_blocks`]: of up to [`KC_SHORT`] while three
+//!   suffice, else up to [`KC_X64`]): the first block starts the accumulators
 //!   from `β ⊗ C` (`+0.0`, C unread, when `β = 0`), later ones from C
 //!   itself (`1.0 ⊗ C`, exact), as the arm does.
 //!
 //! Loop order: `k` blocks, column blocks of [`NC_X64`], row tiles, column
-//! tiles, `k`. A tile's A rows (`rows × KC_X64` floats) stay in L1 while
-//! its column tiles walk B's `KC_X64 × NC_X64` block, which stays in L2.
+//! tiles, `k`. A tile's A rows (at most `rows × KC_X64` floats) stay in L1
+//! while its column tiles walk B's block of at most `KC_X64 × NC_X64`
+//! (1 MiB), which stays in L2.
 //!
 //! Frame: SysV or Win64 ([`GemmX64::with_abi`]); the argument pointer is
 //! kept in `rdi`; `rbx`, `rbp`, `r12`–`r15` (and on Win64 `rdi`, `rsi`,
 //! `xmm6`–`xmm15`) are saved; 192 bytes of stack hold the loop state, and
-//! (AVX-512) about 13 KiB above them the copy of A's rows.
+//! (AVX-512) about 25 KiB above them the copy of A's rows.
 
 use std::sync::Arc;
 
@@ -53,13 +55,36 @@ use weft_x64::{Abi, Clobbers, EmitError, Emitter};
 use crate::arm::ArmKind;
 use crate::{dims, offsets, ARGS_NAME, FAMILY};
 
-/// The twins' `k` block.
-pub const KC_X64: u64 = 256;
+/// The twins' largest `k` block (the packed copy of A holds this many
+/// floats a row).
+pub const KC_X64: u64 = 512;
 
-/// The twins' column block: a `KC_X64 × NC_X64` block of B is 1 MiB, half
-/// an L2 of 2 MiB, so it stays there while every row tile walks it (a
-/// multiple of every tile's width).
-pub const NC_X64: u64 = 1024;
+/// The twins' `k` block while it takes at most three of them (`k ≤ 768`).
+///
+/// Deeper products take blocks of up to [`KC_X64`]: half the passes over C
+/// (its tile loads, stores and the tile starts around them) at the cost of
+/// a packed A twice as long. At 1024³ on a Zen 4 host six `bench gemm
+/// --quick` runs gave the AVX-512 twin 0.89–0.92 of the FMA peak with
+/// blocks of 512 against 0.88–0.91 with 256; at `k = 576` two blocks of
+/// 288 were 5–15% slower than three of 192 (ResNet's 3×3 56×56×64 as
+/// im2col), so shallow products keep the short block.
+pub const KC_SHORT: u64 = 256;
+
+/// `⌈k / block⌉` blocks of equal depth (the last up to one less): blocks of
+/// [`KC_SHORT`] while there are at most three, otherwise of [`KC_X64`].
+pub fn k_blocks(k: u64) -> u64 {
+    let short = k.div_ceil(KC_SHORT);
+    if short <= 3 {
+        short.max(1)
+    } else {
+        k.div_ceil(KC_X64)
+    }
+}
+
+/// The twins' column block: a block of B is at most `KC_X64 × NC_X64`
+/// floats, 1 MiB (512 KiB at the short k block), which stays in L2 while
+/// every row tile walks it (a multiple of every tile's width).
+pub const NC_X64: u64 = 512;
 
 /// Features every twin here needs: AVX-512F (zmm, opmasks, embedded
 /// broadcasts, FMA on zmm) and AVX (the frame's `vzeroupper`).
@@ -252,7 +277,7 @@ pub fn nest(tier: Tier, (rows, vectors): (usize, usize), m: u64, n: u64, k: u64)
         trips,
         depth,
     };
-    let blocks = k.div_ceil(KC_X64).max(1);
+    let blocks = k_blocks(k);
     let kk = k / blocks;
     let col_blocks = n.div_ceil(NC_X64);
     let cols = n.min(NC_X64).div_ceil(16 * vectors as u64);
@@ -869,14 +894,22 @@ fn emit(
             a.and(rax, if tier == Tier::Avx2 { -8 } else { -16 })?;
         }
         a.mov(qword_ptr(rsp + S_COL0), rax)?;
-        // The k step: k split into ⌈k / KC_X64⌉ blocks of equal depth (the
+        // The k step: k split into `k_blocks(k)` blocks of equal depth (the
         // last up to one less), so no block is a short tail whose tiles pay
         // their C loads and stores for a few steps (k = 576: three of 192,
-        // not 256 + 256 + 64). k = 0 takes KC_X64 (one empty block).
+        // not 256 + 256 + 64). k = 0 takes KC_SHORT (one empty block).
+        let mut counted = e.create_label();
+        let a = e.asm();
         a.mov(rax, qword_ptr(ARGS + offsets::K))?;
+        a.lea(rcx, qword_ptr(rax + (KC_SHORT as i32 - 1)))?;
+        a.shr(rcx, KC_SHORT.trailing_zeros())?;
+        a.cmp(rcx, 3)?;
+        a.jbe(counted)?;
         a.lea(rcx, qword_ptr(rax + (KC_X64 as i32 - 1)))?;
         a.shr(rcx, KC_X64.trailing_zeros())?;
-        a.mov(qword_ptr(rsp + S_KSTEP), KC_X64 as i32)?;
+        e.set_label(&mut counted)?;
+        let a = e.asm();
+        a.mov(qword_ptr(rsp + S_KSTEP), KC_SHORT as i32)?;
         a.test(rcx, rcx)?;
         a.je(kstep_done)?;
         a.lea(rax, qword_ptr(rax + rcx - 1))?;
