@@ -837,25 +837,37 @@ impl ConvArgs {
                 format!("{} elements, the geometry needs {}", x.len(), g.x_len()),
             ));
         }
-        if y.len() < g.y_len(&s) {
-            return Err(bad(
-                "y",
-                format!("{} elements, the geometry needs {}", y.len(), g.y_len(&s)),
-            ));
-        }
         filter.fits(g)?;
-        if rows.start > rows.end || rows.end > g.batch * s.out_h {
-            return Err(bad(
-                "y",
-                format!("rows {rows:?} outside 0..{}", g.batch * s.out_h),
-            ));
-        }
+        Self::check_y(g, &s, y, &rows)?;
         Ok(ConvArgs::from_parts(
             g,
             &s,
             (x.as_ptr(), filter.as_ptr(), y.as_mut_ptr()),
             rows,
         ))
+    }
+
+    /// `y` holds all of `g`'s output (shape `s`) and `rows` lies inside
+    /// its flattened rows: `bad-operand` otherwise.
+    pub(crate) fn check_y(
+        g: &ConvGeometry,
+        s: &Shape,
+        y: &[f32],
+        rows: &Range<u64>,
+    ) -> Result<(), Refusal> {
+        if y.len() < g.y_len(s) {
+            return Err(bad(
+                "y",
+                format!("{} elements, the geometry needs {}", y.len(), g.y_len(s)),
+            ));
+        }
+        if rows.start > rows.end || rows.end > g.batch * s.out_h {
+            return Err(bad(
+                "y",
+                format!("rows {rows:?} outside 0..{}", g.batch * s.out_h),
+            ));
+        }
+        Ok(())
     }
 
     /// The fields of `g` (checked, with shape `s`) over `rows`, with the

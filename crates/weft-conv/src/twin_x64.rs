@@ -57,7 +57,7 @@ use weft_kernel::{Feature, Isa, LoopTrip, NativeCode, Offer, Refusal, Twin};
 use weft_x64::iced_x86::code_asm::{
     dword_ptr, eax, ecx, edx, k1, ptr, qword_ptr, r10, r11, r12, r12d, r13, r14, r14d, r15, r15d,
     r8, r9, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp, word_ptr, AsmMemoryOperand, AsmRegister64,
-    CodeLabel,
+    CodeAssembler, CodeLabel,
 };
 use weft_x64::regs::{XMM, YMM, ZMM};
 use weft_x64::{Abi, Clobbers, EmitError, Emitter};
@@ -339,14 +339,14 @@ const S_XB: i32 = 32;
 const S_IH0: i32 = 40;
 const S_IW0: i32 = 48;
 const S_XROW: i32 = 56;
-const S_PIXIN: i32 = 64;
-const S_ROWIN: i32 = 72;
+pub(crate) const S_PIXIN: i32 = 64;
+pub(crate) const S_ROWIN: i32 = 72;
 const S_TAPB: i32 = 80;
 const S_PIXOUT: i32 = 88;
 const S_WB: i32 = 96;
 const S_PSTRIDE: i32 = 104;
 const S_WHOLE: i32 = 112;
-const S_IMGIN: i32 = 120;
+pub(crate) const S_IMGIN: i32 = 120;
 const S_ROWOUT: i32 = 128;
 /// x's offset of the group's first channel: `16 · p · 4` for depthwise
 /// (x's channels are the outputs'), 0 for direct.
@@ -1296,19 +1296,26 @@ pub(crate) fn open(abi: Abi, avx512: bool) -> Result<Emitter, EmitError> {
     Ok(e)
 }
 
+/// x's sizes in bytes into their slots: a pixel (`S_PIXIN`), a row
+/// (`S_ROWIN`), an image (`S_IMGIN`). Clobbers rax.
+pub(crate) fn input_sizes(a: &mut CodeAssembler) -> Result<(), EmitError> {
+    a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
+    a.shl(rax, 2)?;
+    a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
+    a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
+    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
+    a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
+    Ok(())
+}
+
 fn emit(kind: ArmKind, tier: Tier, abi: Abi) -> Result<weft_x64::Emitted, EmitError> {
     let mut e = open(abi, tier == Tier::Avx512)?;
     {
         let a = e.asm();
         a.sub(rsp, FRAME)?;
         // Sizes in bytes, once.
-        a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
-        a.shl(rax, 2)?;
-        a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
-        a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
-        a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
-        a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
+        input_sizes(a)?;
         // A tap's weights: cin lines (direct) or one (depthwise); a
         // panel's: every tap's.
         match kind {

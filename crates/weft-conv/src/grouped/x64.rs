@@ -36,6 +36,7 @@ use weft_x64::regs::ZMM;
 use weft_x64::{Abi, EmitError, Emitter};
 
 use super::{check_offer, panels};
+use crate::twin_x64::{S_IMGIN, S_PIXIN, S_ROWIN};
 use crate::{offsets, ConvGeometry, Shape};
 
 /// The AVX-512 twin's name.
@@ -55,6 +56,9 @@ const KW: AsmRegister64 = r15;
 const ROW: AsmRegister64 = rbx;
 const OW: AsmRegister64 = r12;
 
+// Stack slots, as the direct twins lay them out; x's sizes (`S_PIXIN` at
+// 64, `S_ROWIN` at 72, `S_IMGIN` at 120) are theirs, written by
+// `twin_x64::input_sizes`.
 const S_P: i32 = 0;
 const S_WPANEL: i32 = 8;
 const S_BIASP: i32 = 16;
@@ -63,14 +67,11 @@ const S_XB: i32 = 32;
 const S_IH0: i32 = 40;
 const S_IW0: i32 = 48;
 const S_XROW: i32 = 56;
-const S_PIXIN: i32 = 64;
-const S_ROWIN: i32 = 72;
 const S_TAPB: i32 = 80;
 const S_PIXOUT: i32 = 88;
 const S_WB: i32 = 96;
 const S_PSTRIDE: i32 = 104;
 const S_PANELS: i32 = 112;
-const S_IMGIN: i32 = 120;
 const S_ROWOUT: i32 = 128;
 const S_XSTEP: i32 = 136;
 const S_XPANEL: i32 = 144;
@@ -568,13 +569,7 @@ fn enter(abi: Abi, avx512: bool, frame: i32) -> Result<Emitter, EmitError> {
     let mut e = crate::twin_x64::open(abi, avx512)?;
     let a = e.asm();
     a.sub(rsp, frame)?;
-    a.mov(rax, qword_ptr(ARGS + offsets::CIN))?;
-    a.shl(rax, 2)?;
-    a.mov(qword_ptr(rsp + S_PIXIN), rax)?;
-    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_W))?;
-    a.mov(qword_ptr(rsp + S_ROWIN), rax)?;
-    a.imul_2(rax, qword_ptr(ARGS + offsets::IN_H))?;
-    a.mov(qword_ptr(rsp + S_IMGIN), rax)?;
+    crate::twin_x64::input_sizes(a)?;
     a.mov(rax, qword_ptr(ARGS + offsets::CIN_G))?;
     a.shl(rax, 6)?;
     a.mov(qword_ptr(rsp + S_TAPB), rax)?;

@@ -288,12 +288,7 @@ pub fn args(
         (Stage::Bias, None) => return Err(bad("bias", "the bias stage needs its bias".to_owned())),
         (Stage::Act, Some(_)) => return Err(bad("bias", "the act stage takes no bias".to_owned())),
     };
-    if y.len() < g.y_len(&s) {
-        return Err(bad(
-            "y",
-            format!("{} elements, the geometry needs {}", y.len(), g.y_len(&s)),
-        ));
-    }
+    ConvArgs::check_y(g, &s, y, &rows)?;
     if let Some(b) = bias {
         if b.cout != g.cout {
             return Err(bad(
@@ -301,12 +296,6 @@ pub fn args(
                 format!("packed for {} channels, cout = {}", b.cout, g.cout),
             ));
         }
-    }
-    if rows.start > rows.end || rows.end > g.batch * s.out_h {
-        return Err(bad(
-            "y",
-            format!("rows {rows:?} outside 0..{}", g.batch * s.out_h),
-        ));
     }
     let filt = bias.map_or(std::ptr::null(), |b| b.lines.as_ptr().cast());
     let y = y.as_mut_ptr();
@@ -588,6 +577,8 @@ impl Pointwise {
             unsafe { k.run(exec, &args) };
             return Ok(());
         }
+        // Both extents before any slicing: a short x or y is refused by
+        // name, whichever stages the chain has.
         if x.len() < g.x_len() {
             return Err(bad(
                 "x",
@@ -596,6 +587,7 @@ impl Pointwise {
             .into());
         }
         let rows = 0..g.batch * g.in_h;
+        ConvArgs::check_y(g, &serves(g)?, y, &rows)?;
         if let Some(i) = self.bias_site {
             let args = args(g, Stage::Bias, self.bias.as_ref(), y, rows.clone())?;
             let k = plan.kernel::<ConvArgs>(i)?;

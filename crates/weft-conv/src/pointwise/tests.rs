@@ -315,3 +315,33 @@ fn a_runner_for_a_missing_or_mismatched_region_is_refused() {
     .unwrap_err();
     assert!(err.to_string().starts_with("bad-operand"), "{err}");
 }
+
+/// Short x or y buffers are refused by name on either alternative (the
+/// chain without a bias stage slices y for the GEMM: it checks first).
+#[test]
+fn short_operands_are_refused_by_name_on_both_alternatives() {
+    let g = ConvGeometry::square(1, 6, 8, 16, 1, 1, 0);
+    let r = region("s", &g, &values(g.w_len(), 1), None).unwrap();
+    let plan = planner("on").compile_with_regions(&[], &[r]).unwrap();
+    let layer = Pointwise::new(&plan, "s", &g).unwrap();
+    let exec = weft_plan::Executor::new(1);
+    let s = g.check().unwrap();
+    for alt in [Alternative::Chain, Alternative::Fused] {
+        let mut y = vec![0.0f32; g.y_len(&s) - 1];
+        let err = layer
+            .run_as(alt, &plan, &exec, &values(g.x_len(), 2), &mut y)
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("bad-operand: y"),
+            "{alt:?}: {err}"
+        );
+        let mut y = vec![0.0f32; g.y_len(&s)];
+        let err = layer
+            .run_as(alt, &plan, &exec, &values(g.x_len() - 1, 2), &mut y)
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("bad-operand: x"),
+            "{alt:?}: {err}"
+        );
+    }
+}
