@@ -10,7 +10,8 @@
 //!
 //! `cargo xtask bench gemm --quick` runs a subset ([`Shape::quick`]:
 //! 512³, 1024³, two token counts of each projection and one convolution)
-//! with fewer rounds.
+//! with fewer rounds; `--only=LABEL,…` keeps the shapes whose label
+//! (`square m1024 n1024 k1024`) contains one of the given pieces.
 //!
 //! Candidates, in the same interleaved rounds:
 //!
@@ -859,21 +860,53 @@ fn print_table(m: &Measured) {
     );
 }
 
-/// `--quick` or nothing.
-fn parse(args: &[String]) -> Result<bool, String> {
-    match args {
-        [name] if name == "gemm" => Ok(false),
-        [name, q] if name == "gemm" && q == "--quick" => Ok(true),
-        [name, extra, ..] if name == "gemm" => Err(format!(
-            "bench gemm takes no arguments but --quick (got `{extra}`)"
-        )),
-        _ => Err(format!("bench gemm: unexpected arguments {args:?}")),
+/// What the command line asks for.
+#[derive(Debug, Default, PartialEq)]
+struct Args {
+    /// `--quick`: the quick shapes and rounds.
+    quick: bool,
+    /// `--only=a,b`: only shapes whose label contains one of these
+    /// (`square m1024`, `llm m1 `, `conv`); empty: every shape.
+    only: Vec<String>,
+}
+
+impl Args {
+    fn wants(&self, shape: &Shape) -> bool {
+        let label = format!("{} ", shape.label());
+        (!self.quick || shape.quick)
+            && (self.only.is_empty() || self.only.iter().any(|o| label.contains(o.as_str())))
     }
 }
 
-/// Entry point: `bench gemm [--quick]`.
+/// `[--quick] [--only=LABEL,…]`.
+fn parse(args: &[String]) -> Result<Args, String> {
+    let Some((name, rest)) = args.split_first().filter(|(n, _)| *n == "gemm") else {
+        return Err(format!("bench gemm: unexpected arguments {args:?}"));
+    };
+    debug_assert_eq!(name, "gemm");
+    let mut out = Args::default();
+    for a in rest {
+        if a == "--quick" {
+            out.quick = true;
+        } else if let Some(list) = a.strip_prefix("--only=") {
+            out.only = list
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+        } else {
+            return Err(format!(
+                "bench gemm takes --quick and --only=LABEL,… (got `{a}`)"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Entry point: `bench gemm [--quick] [--only=LABEL,…]`.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let quick = parse(args)?;
+    let args = parse(args)?;
+    let quick = args.quick;
     if cfg!(debug_assertions) {
         println!(
             "  (debug build: run `cargo run --release -p xtask -- bench gemm` for real figures)"
@@ -943,7 +976,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let mut all = Vec::new();
     for (i, shape) in shapes().iter().enumerate() {
-        if quick && !shape.quick {
+        if !args.wants(shape) {
             continue;
         }
         let m = measure(&mut bench, shape, 0x2545_F491_4F6C_DD1D + i as u64)?;
@@ -1134,11 +1167,29 @@ mod tests {
     }
 
     #[test]
-    fn the_arguments_are_quick_or_nothing() {
+    fn the_arguments_are_quick_and_a_label_filter() {
         let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse(&a(&["gemm"])), Ok(false));
-        assert_eq!(parse(&a(&["gemm", "--quick"])), Ok(true));
+        assert_eq!(parse(&a(&["gemm"])), Ok(Args::default()));
+        let quick = parse(&a(&["gemm", "--quick"])).unwrap();
+        assert!(quick.quick && quick.only.is_empty());
         assert!(parse(&a(&["gemm", "--slow"])).is_err());
         assert!(parse(&a(&["q8-matvec"])).is_err());
+        let only = parse(&a(&["gemm", "--only=square m1024,llm m1 "])).unwrap();
+        let picked: Vec<String> = shapes()
+            .iter()
+            .filter(|s| only.wants(s))
+            .map(Shape::label)
+            .collect();
+        assert_eq!(
+            picked,
+            [
+                "square m1024 n1024 k1024",
+                "llm m1 n1536 k576",
+                "llm m1 n576 k1536"
+            ]
+        );
+        // `--quick` and `--only` narrow together.
+        let both = parse(&a(&["gemm", "--quick", "--only=square"])).unwrap();
+        assert_eq!(shapes().iter().filter(|s| both.wants(s)).count(), 2);
     }
 }

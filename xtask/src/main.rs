@@ -146,6 +146,9 @@ enum Bench {
         /// A subset of the shapes (512³, 1024³, some projections, one convolution), fewer rounds.
         #[arg(long)]
         quick: bool,
+        /// Only the shapes whose label contains one of these comma-separated pieces (`square m1024`, `llm m1 `, `conv`).
+        #[arg(long)]
+        only: Option<String>,
     },
     /// ms to open SmolLM2-135M and re-quantise its Q4_1 tensors to Q8_0, 1 and all threads.
     GgufLoad,
@@ -334,7 +337,9 @@ impl Command {
                         peer(&d.peer),
                         value(&d.peer_model, "peer-model"),
                     ]),
-                    Bench::Gemm { quick } => v.push(flag(*quick, "quick")),
+                    Bench::Gemm { quick, only } => {
+                        v.extend([flag(*quick, "quick"), value(only, "only")])
+                    }
                     Bench::Conv { peer } => v.push(flag(*peer, "peer")),
                     Bench::Plan(p) => v.extend([
                         Some(format!("--sites={}", p.sites)),
@@ -521,6 +526,7 @@ mod tests {
             "bench elementwise",
             "bench gemm",
             "bench gemm --quick",
+            "bench gemm --quick --only=square,conv",
             "bench gguf-load",
             "bench kquant-matvec",
             "bench loopnest",
