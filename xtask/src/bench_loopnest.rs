@@ -6,11 +6,10 @@
 //! LLVM, reductions written so LLVM can vectorise them, an argmax that
 //! vectorises both its max and its search. The peer is a speed yardstick
 //! only: its sums run in another order, so its bits may differ. Beside
-//! both, the arm's twin the host runs (the widest tier): for every op
-//! but the SiLU-gated product the body weft-loopnest's native lowering
-//! generates from the nest, for that one weft-elementwise's exp map; each
-//! is judged bit for bit against the arm by the family's own check before
-//! it is timed.
+//! both, the arm's twin the host runs (the widest tier): the body
+//! weft-loopnest's native lowering generates from the nest (the SiLU-gated
+//! product's, which takes `exp`, through its map route); each is judged bit
+//! for bit against the arm by the family's own check before it is timed.
 //!
 //! The totals weight each op by its calls per decoded token in SmolLM2-135M
 //! ([`LAYERS`] layers: two RMSNorms, one RoPE, one SiLU-gated product and
@@ -27,13 +26,21 @@
 //! nest; checked bit for bit against the chain first), and the same with
 //! arms.
 //!
+//! Then the generated exp beside the hand one: `map_route::exp_nest()`
+//! (`y = exp(x)`) lowered by the native lowering at the host's widest tier
+//! against weft-elementwise's exp twin of the same tier, on [`EXP_LEN`]
+//! elements, every output checked equal bit for bit first. Both bodies
+//! come from weft-elementwise's recorded exp steps (the route inlines
+//! them, it does not re-derive them), so this measures what the route
+//! adds: the map's argument checks, its two-stream frame and its tail.
+//!
 //! The last line: `bench loopnest: twin_vs_arm_per_token=…
 //! twin_vs_native_rust_per_token=… fused_vs_chain_per_token=…
-//! exp_generated_vs_hand=absent …` — the token's arm time over its twins'
+//! exp_generated_vs_hand=… …` — the token's arm time over its twins'
 //! (an op without a twin counted at its arm's time), the plain Rust
 //! peer's over the twins', the fused regions' chains over their fused
-//! twins per token; a generated exp is not built yet; then the per-token
-//! totals in ns.
+//! twins per token, the generated exp's time over the hand twin's; then
+//! the per-token totals in ns.
 
 use std::ffi::{c_void, CString};
 use std::hint::black_box;
@@ -153,6 +160,95 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
         })
         .collect()
+}
+
+/// Elements of the exp comparison: 64 rows of SmolLM2's FFN (a prompt
+/// chunk's SiLU), in L2.
+const EXP_LEN: usize = 64 * FFN;
+
+/// The generated exp against the hand twin of the same tier: their names
+/// and median ns per call of [`EXP_LEN`] elements, after checking that
+/// both give the same bits; `None` when the host runs no exp twin.
+fn exp_row() -> Result<Option<(String, &'static str, f64, f64)>, String> {
+    use weft_elementwise::map::MapArgs;
+    use weft_kernel::Isa;
+    use weft_loopnest::map_route::exp_nest;
+    let host = Host::detect();
+    let (gen_code, tier) = match host.isa {
+        Isa::X86_64 => {
+            use weft_loopnest::native_x64::{emit, Tier};
+            let Some(tier) = [Tier::Avx512, Tier::Avx2]
+                .into_iter()
+                .find(|t| require_features(&host, t.requires()).is_ok())
+            else {
+                return Ok(None);
+            };
+            let code = emit(&exp_nest(), tier, weft_x64::Abi::host())
+                .map_err(|e| e.refusal("exp").to_string())?;
+            (
+                code,
+                if tier == Tier::Avx512 {
+                    "avx512"
+                } else {
+                    "avx2"
+                },
+            )
+        }
+        _ => {
+            let code = weft_loopnest::native_a64::emit(&exp_nest())
+                .map_err(|e| e.refusal("exp").to_string())?;
+            (code, "neon")
+        }
+    };
+    let hand_name = format!("exp.twin.{tier}");
+    let Some((_, hand)) = crate::bench_elementwise::twin_kernels(weft_elementwise::Func::Exp)
+        .into_iter()
+        .find(|(n, _)| *n == hand_name)
+    else {
+        return Ok(None);
+    };
+    // SAFETY: a map body honours the leaf ABI for `MapArgs` (the map
+    // contract); checked against the hand twin below before it is timed.
+    let generated =
+        unsafe { weft_kernel::Kernel::<MapArgs>::from_native(&gen_code) }.map_err(err)?;
+    let x = values(EXP_LEN, 21)
+        .iter()
+        .map(|v| v * 40.0)
+        .collect::<Vec<f32>>();
+    let (mut yg, mut yh) = (vec![0f32; EXP_LEN], vec![0f32; EXP_LEN]);
+    let run_generated = |y: &mut [f32]| {
+        let args = MapArgs {
+            a: x.as_ptr(),
+            b: std::ptr::null(),
+            out: y.as_mut_ptr(),
+            table: weft_elementwise::ELEMENTWISE_TABLE.as_ptr(),
+            len: EXP_LEN,
+            start: 0,
+            end: EXP_LEN,
+        };
+        // SAFETY: `x` and `y` hold EXP_LEN f32s; a one-stream map never
+        // reads `b`.
+        unsafe { generated.call(black_box(&args)) };
+    };
+    run_generated(&mut yg);
+    hand.run(&x, &mut yh).map_err(err)?;
+    if let Some(i) = (0..EXP_LEN).find(|&i| yg[i].to_bits() != yh[i].to_bits()) {
+        return Err(format!(
+            "exp: the generated body gives {:#010x} at x = {:#010x}, the hand twin {:#010x}",
+            yg[i].to_bits(),
+            x[i].to_bits(),
+            yh[i].to_bits()
+        ));
+    }
+    let (mut y1, mut y2) = (yg, yh);
+    let ns = race(&mut [
+        &mut || {
+            run_generated(&mut y1);
+            Ok(())
+        },
+        &mut || hand.run(black_box(&x), &mut y2).map_err(err),
+    ])?;
+    Ok(Some((format!("generated ({tier})"), tier, ns[0], ns[1])))
 }
 
 /// Median nanoseconds per call of each body, timed in interleaved
@@ -530,6 +626,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     )?);
 
     let fused = fused_rows()?;
+    let exp = exp_row()?;
 
     println!(
         "  {:<22} {:>6} {:>10} {:>12} {:>8} {:>10} {:>8}  twin",
@@ -579,11 +676,26 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let chain_total: f64 = fused.iter().map(|f| f.per_token as f64 * f.chain_ns).sum();
     let fused_total: f64 = fused.iter().map(|f| f.per_token as f64 * f.fused_ns).sum();
-    // The issue's names first (a generated exp is not built: absent), then
-    // the totals they come from.
+    println!();
+    let exp_ratio = match &exp {
+        Some((name, tier, g, h)) => {
+            println!(
+                "  exp on {EXP_LEN} elements: {name} {:.1} µs, exp.twin.{tier} {:.1} µs: {:.2}",
+                g / 1e3,
+                h / 1e3,
+                g / h
+            );
+            format!("{:.2}", g / h)
+        }
+        None => {
+            println!("  exp: the host runs no exp twin");
+            "absent".to_owned()
+        }
+    };
+    // The issue's names first, then the totals they come from.
     println!(
         "bench loopnest: twin_vs_arm_per_token={:.2} twin_vs_native_rust_per_token={:.2} \
-         fused_vs_chain_per_token={:.2} exp_generated_vs_hand=absent \
+         fused_vs_chain_per_token={:.2} exp_generated_vs_hand={exp_ratio} \
          arm_ns_per_token={total_arm:.0} native_rust_ns_per_token={total_peer:.0} \
          twins_ns_per_token={total_twin:.0} arm_vs_native_rust={:.2} \
          chain_ns_per_token={chain_total:.0} fused_ns_per_token={fused_total:.0}",

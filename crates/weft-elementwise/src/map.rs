@@ -18,7 +18,9 @@
 //!   `start <= end <= len` the body computes elements `start..end` and
 //!   touches (reads or writes) nothing outside `[start, end)` of any buffer:
 //!   a short last step is staged through the body's own stack. Otherwise it
-//!   does nothing.
+//!   does nothing. A stream the expression never reads is never touched
+//!   ([`ExpMap::reads`]), so a one-stream map's other pointer may be any
+//!   value.
 //! - Arithmetic: each node of the expression is one IEEE binary32
 //!   operation rounded to nearest (no FMA, no reassociation, operands in the
 //!   written order), [`MapExpr::Neg`] is an exact sign flip and
@@ -196,6 +198,22 @@ impl ExpMap {
         }
     }
 
+    /// Whether the expression reads `stream` (a body touches a stream only
+    /// if so).
+    pub fn reads(&self, stream: Stream) -> bool {
+        fn walk(e: &MapExpr, s: Stream) -> bool {
+            match e {
+                MapExpr::Input(t) => *t == s,
+                MapExpr::Const(_) => false,
+                MapExpr::Neg(x) | MapExpr::Exp(x) => walk(x, s),
+                MapExpr::Add(x, y) | MapExpr::Mul(x, y) | MapExpr::Div(x, y) => {
+                    walk(x, s) || walk(y, s)
+                }
+            }
+        }
+        walk(&self.expr, stream)
+    }
+
     /// The scalar definition: the map of one element.
     pub fn eval(&self, a: f32, b: f32) -> f32 {
         self.expr.eval(a, b)
@@ -252,6 +270,17 @@ mod tests {
                 .times(MapExpr::b()),
         )
         .expect("one exp")
+    }
+
+    /// `exp(a)`: a map of one stream.
+    fn exp_only() -> ExpMap {
+        ExpMap::new(MapExpr::a().exp()).expect("one exp")
+    }
+
+    #[test]
+    fn a_map_reads_the_streams_its_expression_names() {
+        assert!(silu_mul().reads(Stream::A) && silu_mul().reads(Stream::B));
+        assert!(exp_only().reads(Stream::A) && !exp_only().reads(Stream::B));
     }
 
     fn same(x: f32, y: f32) -> bool {
@@ -325,8 +354,16 @@ mod tests {
 
     /// Runs `code` on `a`, `b` over `range`, with guards around every
     /// buffer; checks every element against `eval` and every other word
-    /// untouched, separate and in place (`out == a`).
+    /// untouched, separate and in place (`out == a`). A map that does not
+    /// read `b` gets a null `b`, which it must never touch.
     fn check_body(code: &NativeCode, m: &ExpMap, what: &str) {
+        let b_ptr = |b: &[f32]| {
+            if m.reads(Stream::B) {
+                b.as_ptr()
+            } else {
+                std::ptr::null()
+            }
+        };
         // SAFETY: a map body honours the leaf ABI for `MapArgs` (module
         // contract); every call below passes buffers holding `len` f32s.
         let k = unsafe { Kernel::<MapArgs>::from_native(code) }.expect("places");
@@ -340,7 +377,7 @@ mod tests {
                     let mut out = vec![-7.0f32; len + 2 * G];
                     let call = |out: *mut f32, a: *const f32| MapArgs {
                         a,
-                        b: b[G..].as_ptr(),
+                        b: b_ptr(&b[G..]),
                         out,
                         table: super::super::ELEMENTWISE_TABLE.as_ptr(),
                         len,
@@ -381,7 +418,7 @@ mod tests {
         for (start, end) in [(5usize, 4usize), (0, 9)] {
             let args = MapArgs {
                 a: a.as_ptr(),
-                b: b.as_ptr(),
+                b: b_ptr(&b),
                 out: out.as_mut_ptr(),
                 table: super::super::ELEMENTWISE_TABLE.as_ptr(),
                 len: 8,
@@ -406,10 +443,12 @@ mod tests {
             (Tier::Avx512, &[Avx512f, Avx512dq, Avx512vl][..]),
             (Tier::Avx2, &[Avx, Avx2][..]),
         ] {
-            let code = emit_map(&silu_mul(), tier, weft_x64::Abi::host()).expect("emits");
-            if weft_kernel::require_features(&host, needs).is_ok() {
-                check_body(&code, &silu_mul(), &format!("{tier:?}"));
-                ran += 1;
+            for m in [silu_mul(), exp_only()] {
+                let code = emit_map(&m, tier, weft_x64::Abi::host()).expect("emits");
+                if weft_kernel::require_features(&host, needs).is_ok() {
+                    check_body(&code, &m, &format!("{tier:?} {:?}", m.expr()));
+                    ran += 1;
+                }
             }
         }
         eprintln!("ran {ran} x64 tiers");
@@ -418,8 +457,10 @@ mod tests {
     #[cfg(target_arch = "aarch64")]
     #[test]
     fn neon_map_body_computes_eval_in_every_tail_and_in_place() {
-        let code = super::super::twin_a64::emit_map(&silu_mul()).expect("emits");
-        check_body(&code, &silu_mul(), "neon");
+        for m in [silu_mul(), exp_only()] {
+            let code = super::super::twin_a64::emit_map(&m).expect("emits");
+            check_body(&code, &m, &format!("neon {:?}", m.expr()));
+        }
     }
 
     #[test]

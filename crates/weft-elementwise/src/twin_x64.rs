@@ -1239,6 +1239,9 @@ fn emit_body(
     rec: &Recorder,
 ) -> Result<NativeCode, Fail> {
     let recorded: Vec<(Op, Kind)> = rec.ops.iter().map(|&op| (op, Kind::of(&op))).collect();
+    // A map whose expression never reads `b` never touches it (its tail is
+    // not staged either), so such a map's `b` may be any pointer.
+    let stages_b = layout == Layout::Map && rec.ops.iter().any(|op| matches!(op, Op::Load32(1, _)));
     let (fused, rows) = fuse_rows(&recorded);
     let ops = &fused;
     let plan = plan(tier, ops)?;
@@ -1388,7 +1391,7 @@ fn emit_body(
             .map_err(iced("the tail"))?;
         a.mov(dword_ptr(rsp + rcx * 4 + BUF), eax)
             .map_err(iced("the tail"))?;
-        if layout == Layout::Map {
+        if stages_b {
             a.mov(eax, dword_ptr(rsi + rcx * 4))
                 .map_err(iced("the tail"))?;
             a.mov(dword_ptr(rsp + rcx * 4 + BUF_B), eax)
@@ -1400,7 +1403,7 @@ fn emit_body(
         a.mov(rdx, r9).map_err(iced("the tail"))?;
         a.lea(r8, qword_ptr(rsp + BUF)).map_err(iced("the tail"))?;
         a.lea(r9, qword_ptr(rsp + BUF)).map_err(iced("the tail"))?;
-        if layout == Layout::Map {
+        if stages_b {
             a.lea(rsi, qword_ptr(rsp + BUF_B))
                 .map_err(iced("the tail"))?;
         }
@@ -1615,7 +1618,8 @@ pub fn map_per_iteration(tier: Tier) -> usize {
 /// [`map`](super::map) module's contract, [`MapArgs`](super::map::MapArgs)
 /// layout. Steps of [`map_per_iteration`] elements; the last
 /// `(end - start) % map_per_iteration(tier)` elements are staged through
-/// zeroed stack buffers, both streams.
+/// zeroed stack buffers, each stream the map reads (a map that never
+/// reads `b` never dereferences it).
 pub fn emit_map(map: &ExpMap, tier: Tier, abi: Abi) -> Result<NativeCode, Refusal> {
     let rec = record_map(map, MAP_HALVES == 2);
     emit_body(tier, MAP_HALVES, abi, Layout::Map, &rec).map_err(|Fail(e)| Refusal::EmitError {

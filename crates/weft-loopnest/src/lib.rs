@@ -11,8 +11,10 @@
 //! arms, one family each ([`entries`]); lower the same nests straight to
 //! x64 ([`native_x64`]) and arm64 ([`native_a64`]) machine code and offer
 //! those bodies as the arms' twins ([`ops::native`]), validated against
-//! the arms. The SiLU-gated product's twins are weft-elementwise's exp
-//! maps ([`ops::silu_mul::twins`]).
+//! the arms. A nest that takes `exp` and is an elementwise map (the
+//! SiLU-gated product) reaches native code by the map route
+//! ([`map_route`]): read back as weft-elementwise's map language and
+//! emitted by its map lowerings, the correctly rounded exp inlined.
 //!
 //! Invariants:
 //!
@@ -27,14 +29,12 @@
 //!   may run more iterations a step (the IR's tile rule makes that exact)
 //!   but keeps every reduction's lanes and fold.
 //! - **A twin is judged before it is chosen.** RMSNorm, RoPE, the residual
-//!   add, the fused add→RMSNorm, both embedding gathers and argmax have
-//!   generated AVX-512, AVX2 and NEON twins (one lowering per ISA for all
-//!   nests), each family's [`FamilyEntry`] judging them bit for bit
-//!   against the arm on its own cases (`ops::*::validation`), on whichever
-//!   ISA the host has (arm64 under qemu on the CI's aarch64 leg); SiLU·mul's
-//!   twins (x64 AVX-512 and AVX2, arm64 NEON), since the native lowerings
-//!   do not express exp, are weft-elementwise's exp-based map bodies,
-//!   judged by [`ops::silu_mul::validation`] and raced. A family without
+//!   add, the fused add→RMSNorm, both embedding gathers, argmax and the
+//!   SiLU-gated product have generated AVX-512, AVX2 and NEON twins (one
+//!   lowering per ISA for all nests; SiLU·mul's through the map route),
+//!   each family's [`FamilyEntry`] judging them bit for bit against the
+//!   arm on its own cases (`ops::*::validation`), on whichever ISA the
+//!   host has (arm64 under qemu on the CI's aarch64 leg). A family without
 //!   twins would keep [`NoTwins`], which refuses every twin as
 //!   `no-checker`.
 //! - **Bodies are leaves.** `extern "C" fn(*const Args)`, no calls, no
@@ -61,6 +61,7 @@
 pub mod interp;
 pub mod ir;
 pub mod lower;
+pub mod map_route;
 pub mod native_a64;
 mod native_shared;
 pub mod native_x64;

@@ -63,8 +63,9 @@
 //!
 //! Not yet expressed, and refused by name ([`NativeError::Unsupported`],
 //! an `unsupported-geometry` refusal) rather than approximated, as the x64
-//! lowering refuses them: `exp` (SiLU·mul's arm64 twin is
-//! weft-elementwise's NEON exp map), innermost loops of width 1,
+//! lowering refuses them: `exp` outside an exp-based map (a map takes the
+//! map route, [`map_route`], to weft-elementwise's NEON map body, one loop
+//! of two-element steps), innermost loops of width 1,
 //! reductions with fewer lanes than one register holds, and `u16` loads
 //! in a partial step (no family's nest has one to judge it by). `i8` loads
 //! in a partial step, which the x64 lowering refuses, are expressed (a
@@ -88,7 +89,8 @@ use crate::ir::{
     Affine, Binary, Elem, Expr, Extent, Fold, Guard, IrError, Kernel, Loop, ParamId, Reduce,
     ReduceOp, Stmt, Term, Unary, ValId, VarId, F16_REBIAS, F16_SUBNORMAL_SCALE,
 };
-use crate::native_shared::{base_key, innermost, reduce_lanes, trips, BaseKey};
+use crate::map_route;
+use crate::native_shared::{base_key, innermost, map_elements, reduce_lanes, trips, BaseKey};
 
 /// f32 lanes in one register: iterations per vector step.
 pub const LANES: u32 = 4;
@@ -111,6 +113,9 @@ pub enum NativeError {
     /// The encoder refused an instruction.
     #[error("a64 encoding: {0}")]
     Encode(EncodeError),
+    /// The exp-based map emitter refused the nest's map.
+    #[error("exp map: {0}")]
+    Map(String),
 }
 
 impl From<EncodeError> for NativeError {
@@ -129,9 +134,11 @@ impl NativeError {
                     reason: format!("loop nest `{nest}`: {self}"),
                 }
             }
-            NativeError::Ir(_) | NativeError::Encode(_) => Refusal::EmitError {
-                message: format!("loop nest `{nest}`: {self}"),
-            },
+            NativeError::Ir(_) | NativeError::Encode(_) | NativeError::Map(_) => {
+                Refusal::EmitError {
+                    message: format!("loop nest `{nest}`: {self}"),
+                }
+            }
         }
     }
 }
@@ -143,6 +150,12 @@ fn unsupported(what: impl Into<String>) -> NativeError {
 /// The arm64 body of `kernel`.
 pub fn emit(kernel: &Kernel) -> Result<NativeCode, NativeError> {
     kernel.check()?;
+    let map = map_route::exp_map(kernel)
+        .map_err(|why| unsupported(format!("exp outside an exp-based map ({why})")))?;
+    if let Some(map) = map {
+        return weft_elementwise::twin_a64::emit_map(&map)
+            .map_err(|r| NativeError::Map(r.to_string()));
+    }
     // First pass: which callee-saved registers the body writes; the second
     // emits with them saved.
     let first = Native::run(kernel, &[], &[])?;
@@ -172,6 +185,15 @@ pub fn emit(kernel: &Kernel) -> Result<NativeCode, NativeError> {
 /// start) / lanes` when that is at least one, no loop otherwise (an
 /// argmax's lanes: sixteen at least). The names are the IR's.
 pub fn loop_trips(kernel: &Kernel, value: &dyn Fn(ParamId) -> u64) -> Vec<LoopTrip> {
+    if let Ok(Some(_)) = map_route::exp_map(kernel) {
+        // The map body: one loop of two-element steps; an odd element is
+        // straight-line code after it.
+        return vec![LoopTrip {
+            name: "pairs".to_owned(),
+            trips: map_elements(kernel, value) / 2,
+            depth: 0,
+        }];
+    }
     let mut out = Vec::new();
     trips(&kernel.body, 0, LANES, value, &mut out);
     out

@@ -95,3 +95,16 @@ pub(crate) fn base_key(buf: ParamId, at: &Affine, var: VarId, size: u64) -> Base
         size,
     }
 }
+
+/// Elements a map's one loop covers (`end - start` at the geometry): what
+/// sizes a map-route body's loops ([`crate::map_route`]).
+pub(crate) fn map_elements(kernel: &crate::ir::Kernel, value: &dyn Fn(ParamId) -> u64) -> u64 {
+    let ext = |e: Extent| match e {
+        Extent::Const(c) => c,
+        Extent::Param(p) => value(p),
+    };
+    match kernel.body.first() {
+        Some(Stmt::Loop(l)) => ext(l.end).saturating_sub(ext(l.start)),
+        _ => 0,
+    }
+}

@@ -53,11 +53,16 @@
 //! `m ⊗ 2^-24` for subnormals, rebias twice for infinities and NaNs, the
 //! sign), so NaN payloads are kept as the arm keeps them.
 //!
+//! A nest that takes `exp` goes down the map route ([`map_route`]): when it
+//! is an exp-based elementwise map (SiLU·mul, `y = exp(x)`), it is read
+//! back as weft-elementwise's map language and emitted by that crate's map
+//! lowering, the exp twins' recorded steps inlined between the map's own
+//! f32 operations; its loops are the map body's (`steps`, `stage-in`,
+//! `stage-out`). Any other `exp` is refused by name.
+//!
 //! Not yet expressed, and refused by name ([`NativeError::Unsupported`],
 //! a `unsupported-geometry` refusal) rather than approximated: `exp`
-//! (its correctly rounded steps are weft-libm's CLIF, with a call-free
-//! slow-path lane loop; the SiLU·mul family has weft-elementwise's
-//! exp-based twins instead), `i8` and `u16` loads in a partial step (a
+//! outside an exp-based map, `i8` and `u16` loads in a partial step (a
 //! narrower masked load: no family's nest has one), innermost loops of
 //! width 1, and reductions with fewer lanes than one register holds.
 //!
@@ -84,7 +89,9 @@ use crate::ir::{
     Affine, Binary, Elem, Expr, Extent, Fold, Guard, IrError, Kernel, Loop, ParamId, Reduce,
     ReduceOp, Stmt, Term, Unary, ValId, VarId, F16_REBIAS, F16_SUBNORMAL_SCALE,
 };
-use crate::native_shared::{base_key, innermost, reduce_lanes, trips, BaseKey};
+use crate::map_route;
+use crate::native_shared::{base_key, innermost, map_elements, reduce_lanes, trips, BaseKey};
+use weft_elementwise::twin_x64;
 
 /// Which x64 vector extension a body is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,7 +105,14 @@ pub enum Tier {
 }
 
 const AVX2_FEATURES: &[Feature] = &[Feature::Avx, Feature::Avx2];
-const AVX512_FEATURES: &[Feature] = &[Feature::Avx, Feature::Avx2, Feature::Avx512f, Feature::Bmi2];
+const AVX512_FEATURES: &[Feature] = &[
+    Feature::Avx,
+    Feature::Avx2,
+    Feature::Avx512f,
+    Feature::Avx512dq,
+    Feature::Avx512vl,
+    Feature::Bmi2,
+];
 
 impl Tier {
     /// f32 lanes in one register: iterations per vector step.
@@ -112,11 +126,21 @@ impl Tier {
     /// What a host must have to run a body of this tier: AVX2 (ymm
     /// arithmetic, `vbroadcastss` from a register); AVX-512 F (zmm, `k`
     /// masks) and BMI2 (`bzhi`, which builds a partial step's mask), with
-    /// AVX2 for the frame.
+    /// AVX2 for the frame; DQ and VL for the map route's exp
+    /// ([`map_route`]: `kortestb`, EVEX ymm).
     pub fn requires(self) -> &'static [Feature] {
         match self {
             Tier::Avx2 => AVX2_FEATURES,
             Tier::Avx512 => AVX512_FEATURES,
+        }
+    }
+
+    /// weft-elementwise's tier of the same width, for nests that take the
+    /// map route ([`map_route`]).
+    fn map_tier(self) -> twin_x64::Tier {
+        match self {
+            Tier::Avx2 => twin_x64::Tier::Avx2,
+            Tier::Avx512 => twin_x64::Tier::Avx512,
         }
     }
 
@@ -208,6 +232,9 @@ pub enum NativeError {
     /// The emitter refused an instruction or the frame.
     #[error("{0}")]
     Emit(#[from] EmitError),
+    /// The exp-based map emitter refused the nest's map.
+    #[error("exp map: {0}")]
+    Map(String),
     /// The encoded function lost a loop's labels (never expected: every
     /// label is placed through the emitter, which records it).
     #[error("unplaced label: loop `{0}`")]
@@ -224,11 +251,12 @@ impl NativeError {
                     reason: format!("loop nest `{nest}`: {self}"),
                 }
             }
-            NativeError::Ir(_) | NativeError::Emit(_) | NativeError::UnplacedLabel(_) => {
-                Refusal::EmitError {
-                    message: format!("loop nest `{nest}`: {self}"),
-                }
-            }
+            NativeError::Ir(_)
+            | NativeError::Emit(_)
+            | NativeError::Map(_)
+            | NativeError::UnplacedLabel(_) => Refusal::EmitError {
+                message: format!("loop nest `{nest}`: {self}"),
+            },
         }
     }
 }
@@ -244,6 +272,12 @@ fn iced(e: weft_x64::iced_x86::IcedError) -> NativeError {
 /// The body of `kernel` at `tier`, entered with `abi`.
 pub fn emit(kernel: &Kernel, tier: Tier, abi: Abi) -> Result<NativeCode, NativeError> {
     kernel.check()?;
+    let map = map_route::exp_map(kernel)
+        .map_err(|why| unsupported(format!("exp outside an exp-based map ({why})")))?;
+    if let Some(map) = map {
+        return twin_x64::emit_map(&map, tier.map_tier(), abi)
+            .map_err(|r| NativeError::Map(r.to_string()));
+    }
     // First pass: which registers the body writes and whether it needs the
     // AVX2 mask window; the second emits with them declared.
     let first = Native::run(kernel, tier, abi, Clobbers::all(), tier == Tier::Avx2)?;
@@ -266,6 +300,22 @@ pub fn emit(kernel: &Kernel, tier: Tier, abi: Abi) -> Result<NativeCode, NativeE
 /// no loop otherwise (an argmax's lanes: four registers' worth at least).
 /// The names are the IR's.
 pub fn loop_trips(kernel: &Kernel, tier: Tier, value: &dyn Fn(ParamId) -> u64) -> Vec<LoopTrip> {
+    if let Ok(Some(_)) = map_route::exp_map(kernel) {
+        // The map body's loops: whole steps, the staging of a short last
+        // step (inside the step loop, which it re-enters), the copy out.
+        let n = map_elements(kernel, value);
+        let per = twin_x64::map_per_iteration(tier.map_tier()) as u64;
+        let trip = |name: &str, trips, depth| LoopTrip {
+            name: name.to_owned(),
+            trips,
+            depth,
+        };
+        return vec![
+            trip("steps", n / per, 0),
+            trip("stage-in", n % per, 1),
+            trip("stage-out", n % per, 0),
+        ];
+    }
     let mut out = Vec::new();
     trips(&kernel.body, 0, tier.lanes(), value, &mut out);
     out

@@ -8,8 +8,11 @@ use weft_elementwise::map::{ExpMap, MapExpr};
 use weft_kernel::{
     Arm, Family, Feature, Geometry, Host, Isa, NativeCode, Offer, Refusal, Site, Twin,
 };
-use weft_loopnest::ops::silu_mul::twins::{silu_mul_map, twins, SiluMulNeonTwin, SiluMulX64Twin};
+use weft_loopnest::map_route::exp_map;
+use weft_loopnest::native_x64::Tier;
+use weft_loopnest::ops::silu_mul::twins::{neon_twin, twins, x64_twin};
 use weft_loopnest::ops::silu_mul::FAMILY;
+use weft_loopnest::ops::NestOp;
 use weft_loopnest::{family_entry, NestArm, SiluMul};
 use weft_validate::testing::judge_with;
 
@@ -64,7 +67,8 @@ fn the_family_registers_three_twins_under_its_one_arm() {
                     Feature::Avx2,
                     Feature::Avx512f,
                     Feature::Avx512dq,
-                    Feature::Avx512vl
+                    Feature::Avx512vl,
+                    Feature::Bmi2
                 ][..]
             ),
             (Isa::X86_64, &[Feature::Avx, Feature::Avx2][..]),
@@ -91,21 +95,17 @@ fn a_foreign_offer_is_refused_by_name() {
 
 #[test]
 fn listings_are_snapshotted() {
-    for tier in [
-        weft_elementwise::twin_x64::Tier::Avx512,
-        weft_elementwise::twin_x64::Tier::Avx2,
-    ] {
-        let t = SiluMulX64Twin { tier };
+    let offer = arm_offer(1536).0;
+    for tier in [Tier::Avx512, Tier::Avx2] {
+        let t = x64_twin(tier);
         let code = t
-            .emit_for(weft_elementwise::twin_x64::Abi::SysV)
+            .emit_for(&offer, weft_elementwise::twin_x64::Abi::SysV)
             .expect("emits");
         insta::assert_snapshot!(t.name().replace('.', "_"), weft_managed::listing(&code));
     }
-    let code = SiluMulNeonTwin.body().expect("emits");
-    insta::assert_snapshot!(
-        SiluMulNeonTwin.name().replace('.', "_"),
-        weft_managed::listing(&code)
-    );
+    let t = neon_twin();
+    let code = t.emit(&offer).expect("emits");
+    insta::assert_snapshot!(t.name().replace('.', "_"), weft_managed::listing(&code));
 }
 
 #[test]
@@ -232,7 +232,6 @@ fn one_changed_operation_is_refused_as_a_mismatch() {
 #[cfg(target_arch = "x86_64")]
 mod x64 {
     use super::*;
-    use weft_elementwise::twin_x64::Tier;
 
     fn accepted_at_ffn_and_prompt_lengths(twin: &dyn Twin) {
         // 1536: one token's FFN; 98304 = 64 × 1536: a prompt chunk's.
@@ -259,7 +258,7 @@ mod x64 {
         ignore = "needs avx512f, avx512dq and avx512vl, which this host lacks"
     )]
     fn avx512_twin_is_accepted_by_the_family_check() {
-        accepted_at_ffn_and_prompt_lengths(&SiluMulX64Twin { tier: Tier::Avx512 });
+        accepted_at_ffn_and_prompt_lengths(&x64_twin(Tier::Avx512));
     }
 
     #[test]
@@ -268,14 +267,15 @@ mod x64 {
         ignore = "needs avx2, which this host lacks"
     )]
     fn avx2_twin_is_accepted_by_the_family_check() {
-        accepted_at_ffn_and_prompt_lengths(&SiluMulX64Twin { tier: Tier::Avx2 });
+        accepted_at_ffn_and_prompt_lengths(&x64_twin(Tier::Avx2));
     }
 
     #[test]
     fn the_twins_emit_for_win64_too() {
+        let offer = arm_offer(1536).0;
         for tier in [Tier::Avx512, Tier::Avx2] {
-            let code = SiluMulX64Twin { tier }
-                .emit_for(weft_elementwise::twin_x64::Abi::Win64)
+            let code = x64_twin(tier)
+                .emit_for(&offer, weft_elementwise::twin_x64::Abi::Win64)
                 .expect("emits");
             let listing = weft_managed::listing(&code);
             assert!(listing.contains("push rsi"), "{tier:?}: rsi is saved");
@@ -288,7 +288,7 @@ mod x64 {
 fn neon_twin_is_accepted_by_the_family_check() {
     // Under qemu the prompt-chunk length is slow to generate in a debug
     // build; the FFN length and the family's own cases suffice here.
-    match judge(&SiluMulNeonTwin, 1536) {
+    match judge(&neon_twin(), 1536) {
         Ok(c) => eprintln!("neon: accepted on {} cases, {} words", c.cases, c.words),
         Err(r) => panic!("neon: {r}"),
     }
@@ -350,7 +350,8 @@ fn the_planner_validates_the_twins_and_its_choice_computes_the_reference() {
     for i in 0..len {
         assert_eq!(h[i].to_bits(), want[i].to_bits(), "h[{i}]");
     }
-    assert_eq!(silu_mul_map().eval(g[3], u[3]).to_bits(), want[3].to_bits());
+    let map = exp_map(&op.nest()).expect("a map").expect("with exp");
+    assert_eq!(map.eval(g[3], u[3]).to_bits(), want[3].to_bits());
 }
 
 // ------------------------------------------------------------- timing ---
@@ -360,7 +361,6 @@ fn the_planner_validates_the_twins_and_its_choice_computes_the_reference() {
 #[test]
 #[ignore = "timing: run in release with --ignored --nocapture"]
 fn twins_against_the_arm_in_elements_per_ns() {
-    use weft_elementwise::twin_x64::Tier;
     use weft_loopnest::{SiluMulArgs, SiluMulKernel};
     let host = host();
     for len in [98_304usize, 1536] {
@@ -373,13 +373,14 @@ fn twins_against_the_arm_in_elements_per_ns() {
         let u: Vec<f32> = (0..len).map(|i| 1.0 - (i % 13) as f32 * 0.1).collect();
         let mut kernels: Vec<(String, SiluMulKernel)> =
             vec![("arm".to_owned(), SiluMulKernel::of_arm(op).expect("arm"))];
+        let offer = arm_offer(len as u64).0;
         for tier in [Tier::Avx512, Tier::Avx2] {
-            let t = SiluMulX64Twin { tier };
+            let t = x64_twin(tier);
             if weft_kernel::require_features(&host, t.requires()).is_err() {
                 continue;
             }
             let code = t
-                .emit_for(weft_elementwise::twin_x64::Abi::host())
+                .emit_for(&offer, weft_elementwise::twin_x64::Abi::host())
                 .expect("emits");
             // SAFETY: a validated twin body for SiluMulArgs (the tests above
             // accept it against the arm).
