@@ -1,5 +1,6 @@
 //! The route a nest with `exp` takes to native code: a nest that is an
-//! exp-based elementwise map over [`MapArgs`]' layout is read back as a
+//! exp-based elementwise map over the layout of
+//! [`MapArgs`](weft_elementwise::map::MapArgs) is read back as a
 //! [`MapExpr`] and emitted by weft-elementwise's map lowerings, whose exp
 //! is the correctly rounded one the arm calls (its steps recorded once,
 //! never re-typed).

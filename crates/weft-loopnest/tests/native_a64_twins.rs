@@ -8,6 +8,8 @@
 //! accepted bit for bit by each family's own check at every partial step,
 //! bodies with one instruction changed refused by it.
 
+mod common;
+
 use std::sync::Arc;
 
 use weft_kernel::{Arm, Family, Feature, Geometry, Host, Isa, NativeCode, Offer, Site, Twin};
@@ -270,28 +272,18 @@ fn rmsnorm_with_lanes(dim: usize, lanes: u32) -> weft_loopnest::ir::Kernel {
 
 #[test]
 fn nests_the_neon_lowering_cannot_express_are_refused_by_name() {
-    // exp where no exp-based map is: the residual add's sum through exp
-    // (the add's arguments, given an exp table, are not a map's).
-    let mut silu = Add::new(64).expect("shape").nest();
-    let end = silu.params.iter().map(|p| p.offset).max().unwrap_or(0) + 8;
-    silu.params.push(weft_loopnest::ir::Param {
-        name: "table",
-        offset: end,
-        kind: weft_loopnest::ir::ParamKind::ExpTable,
-    });
-    loops(&mut silu.body, &mut |l| {
-        for s in &mut l.body {
-            if let weft_loopnest::ir::Stmt::Store { value, .. } = s {
-                *value = value.clone().unary(weft_loopnest::ir::Unary::Exp);
-            }
-        }
-    });
+    // exp where no exp-based map is (the residual add's sum through exp).
+    let silu = common::exp_outside_a_map();
     // An innermost loop of width 1.
     let mut scalar = Add::new(64).expect("shape").nest();
     loops(&mut scalar.body, &mut |l| l.width = 1);
     // A sum over fewer lanes than a register holds.
     let narrow = rmsnorm_with_lanes(64, 2);
-    for (nest, what) in [(silu, "exp"), (scalar, "width 1"), (narrow, "2 lanes")] {
+    for (nest, what) in [
+        (silu, "exp outside an exp-based map"),
+        (scalar, "width 1"),
+        (narrow, "2 lanes"),
+    ] {
         nest.check().expect("a well-formed nest");
         let e = native_a64::emit(&nest).unwrap_err();
         assert!(e.to_string().contains(what), "{}: {e}", nest.name);

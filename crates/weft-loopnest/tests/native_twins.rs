@@ -7,6 +7,8 @@
 
 #![cfg(target_arch = "x86_64")]
 
+mod common;
+
 use std::sync::Arc;
 
 use weft_kernel::{
@@ -530,22 +532,8 @@ fn loops(body: &mut [weft_loopnest::ir::Stmt], f: &mut dyn FnMut(&mut weft_loopn
 #[test]
 fn nests_the_lowering_cannot_express_are_refused_by_name() {
     use weft_loopnest::ir::Extent;
-    // exp where no exp-based map is: the residual add's sum through exp
-    // (the add's arguments, given an exp table, are not a map's).
-    let mut silu = Add::new(64).expect("shape").nest();
-    let end = silu.params.iter().map(|p| p.offset).max().unwrap_or(0) + 8;
-    silu.params.push(weft_loopnest::ir::Param {
-        name: "table",
-        offset: end,
-        kind: weft_loopnest::ir::ParamKind::ExpTable,
-    });
-    loops(&mut silu.body, &mut |l| {
-        for s in &mut l.body {
-            if let weft_loopnest::ir::Stmt::Store { value, .. } = s {
-                *value = value.clone().unary(weft_loopnest::ir::Unary::Exp);
-            }
-        }
-    });
+    // exp where no exp-based map is (the residual add's sum through exp).
+    let silu = common::exp_outside_a_map();
     // An innermost loop of width 1.
     let mut scalar = Add::new(64).expect("shape").nest();
     loops(&mut scalar.body, &mut |l| l.width = 1);
@@ -560,7 +548,7 @@ fn nests_the_lowering_cannot_express_are_refused_by_name() {
         }
     });
     for (nest, what) in [
-        (silu, "exp"),
+        (silu, "exp outside an exp-based map"),
         (scalar, "width 1"),
         (narrow, "4 lanes"),
         (cut, "a partial step of I8 loads"),
