@@ -509,11 +509,7 @@ unsafe impl Twin for A64Twin {
     /// code after it.
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
         match offer.contract.geometry.get("len") {
-            Some(len) => vec![LoopTrip {
-                name: "pairs".to_owned(),
-                trips: len / 2,
-                depth: 0,
-            }],
+            Some(len) => body_loops(len),
             None => offer.loops.clone(),
         }
     }
@@ -525,6 +521,22 @@ pub fn a64_twins() -> Vec<Box<dyn Twin>> {
         .iter()
         .map(|&f| Box::new(A64Twin::new(f)) as Box<dyn Twin>)
         .collect()
+}
+
+/// The loops of a body over `len` elements: one loop of two-element
+/// steps (an odd last element is straight-line code after it).
+fn body_loops(len: u64) -> Vec<LoopTrip> {
+    vec![LoopTrip {
+        name: "pairs".to_owned(),
+        trips: len / 2,
+        depth: 0,
+    }]
+}
+
+/// The loops of [`emit_map`]'s body over `elements` elements (`end -
+/// start`), with their trip counts.
+pub fn map_loops(elements: u64) -> Vec<LoopTrip> {
+    body_loops(elements)
 }
 
 /// The body of the exp-based map `map`: the [`map`](super::map) module's

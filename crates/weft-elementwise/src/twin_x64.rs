@@ -1542,20 +1542,10 @@ unsafe impl Twin for X64Twin {
     /// inside it the copy of a short tail into the stack buffer (the tail
     /// step re-enters the loop body), and after it the copy back out.
     fn nest(&self, offer: &Offer) -> Vec<LoopTrip> {
-        let Some(len) = offer.contract.geometry.get("len") else {
-            return offer.loops.clone();
-        };
-        let per = self.per_iteration() as u64;
-        let trip = |name: &str, trips, depth| LoopTrip {
-            name: name.to_owned(),
-            trips,
-            depth,
-        };
-        vec![
-            trip("steps", len / per, 0),
-            trip("stage-in", len % per, 1),
-            trip("stage-out", len % per, 0),
-        ]
+        match offer.contract.geometry.get("len") {
+            Some(len) => body_loops(self.per_iteration() as u64, len),
+            None => offer.loops.clone(),
+        }
     }
 
     fn emit(&self, offer: &Offer) -> Result<NativeCode, Refusal> {
@@ -1612,6 +1602,29 @@ pub const MAP_HALVES: usize = 2;
 /// f32 elements per loop iteration of a map body at `tier`.
 pub fn map_per_iteration(tier: Tier) -> usize {
     MAP_HALVES * tier.lanes()
+}
+
+/// The loops of a body of `per` elements a step over `len` elements, as
+/// `emit_body` writes them: the step loop, inside it the copy of a short
+/// tail into the stack buffers (the tail step re-enters the loop body),
+/// after it the copy back out.
+fn body_loops(per: u64, len: u64) -> Vec<LoopTrip> {
+    let trip = |name: &str, trips, depth| LoopTrip {
+        name: name.to_owned(),
+        trips,
+        depth,
+    };
+    vec![
+        trip("steps", len / per, 0),
+        trip("stage-in", len % per, 1),
+        trip("stage-out", len % per, 0),
+    ]
+}
+
+/// The loops of [`emit_map`]'s body at `tier` over `elements` elements
+/// (`end - start`), with their trip counts.
+pub fn map_loops(tier: Tier, elements: u64) -> Vec<LoopTrip> {
+    body_loops(map_per_iteration(tier) as u64, elements)
 }
 
 /// The body of the exp-based map `map` at `tier` under `abi`: the

@@ -257,7 +257,6 @@ pub fn exp_nest() -> Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::VarId;
     use crate::ops::NestOp;
     use crate::SiluMul;
 

@@ -186,13 +186,7 @@ pub fn emit(kernel: &Kernel) -> Result<NativeCode, NativeError> {
 /// argmax's lanes: sixteen at least). The names are the IR's.
 pub fn loop_trips(kernel: &Kernel, value: &dyn Fn(ParamId) -> u64) -> Vec<LoopTrip> {
     if let Ok(Some(_)) = map_route::exp_map(kernel) {
-        // The map body: one loop of two-element steps; an odd element is
-        // straight-line code after it.
-        return vec![LoopTrip {
-            name: "pairs".to_owned(),
-            trips: map_elements(kernel, value) / 2,
-            depth: 0,
-        }];
+        return weft_elementwise::twin_a64::map_loops(map_elements(kernel, value));
     }
     let mut out = Vec::new();
     trips(&kernel.body, 0, LANES, value, &mut out);

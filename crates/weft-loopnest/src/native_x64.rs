@@ -301,20 +301,7 @@ pub fn emit(kernel: &Kernel, tier: Tier, abi: Abi) -> Result<NativeCode, NativeE
 /// The names are the IR's.
 pub fn loop_trips(kernel: &Kernel, tier: Tier, value: &dyn Fn(ParamId) -> u64) -> Vec<LoopTrip> {
     if let Ok(Some(_)) = map_route::exp_map(kernel) {
-        // The map body's loops: whole steps, the staging of a short last
-        // step (inside the step loop, which it re-enters), the copy out.
-        let n = map_elements(kernel, value);
-        let per = twin_x64::map_per_iteration(tier.map_tier()) as u64;
-        let trip = |name: &str, trips, depth| LoopTrip {
-            name: name.to_owned(),
-            trips,
-            depth,
-        };
-        return vec![
-            trip("steps", n / per, 0),
-            trip("stage-in", n % per, 1),
-            trip("stage-out", n % per, 0),
-        ];
+        return twin_x64::map_loops(tier.map_tier(), map_elements(kernel, value));
     }
     let mut out = Vec::new();
     trips(&kernel.body, 0, tier.lanes(), value, &mut out);
